@@ -1,0 +1,5 @@
+"""Allow ``python -m sanlab``."""
+
+from sanlab.main import cli
+
+cli()

@@ -1,0 +1,44 @@
+"""``sanlab validate``: check scenario files before anything boots."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from sanlab.models.profile import check_projection_profiles
+from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.loader import load_scenario
+
+
+def load_checked(path: Path) -> object:
+    """Load a scenario and also check the names it gives to other layers."""
+    scenario = load_scenario(path)
+    problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
+    if problems:
+        raise ScenarioError(problems)
+    return scenario
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(files: tuple[Path, ...]) -> None:
+    """Check scenario FILES; print one line per problem and exit 1 if any.
+
+    \b
+    Example:
+      sanlab validate scenarios/*.yaml
+      scenarios/x.yaml: workloads[0].bs[1]: '5q' is not a size (use 512, 4k, 64k, 1m)
+    """
+    failed = False
+    for path in files:
+        try:
+            load_checked(path)
+        except ScenarioError as exc:
+            failed = True
+            for problem in exc.problems:
+                click.echo(str(problem), err=True)
+        else:
+            click.echo(f"{path}: ok")
+    sys.exit(1 if failed else 0)

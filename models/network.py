@@ -1,0 +1,177 @@
+"""From one workload point to the stations of a closed queueing network.
+
+Think of an I/O as a customer that visits service desks in turn: the fio
+job's thread on the initiator, the initiator's network softirq, the outbound
+link, the target's serving thread, the backend device, the PCIe bus that
+carries the data, the inbound link, and fixed delays (propagation, NIC and
+interrupt latency).  Each desk has a number of clerks (servers) and a service
+demand per I/O.  ``numjobs * iodepth`` customers circulate for ever: that is
+fio's closed loop.  This module only computes the desks; ``simulate`` runs
+them and ``mva`` solves them analytically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sanlab.models.profile import Profile, StackCost, load_profile, stack_cost
+from sanlab.models.wire import data_rate_gbps
+from sanlab.models.transports import ProtocolParams, WireCost, recipe, wire_bound_iops, wire_cost
+
+
+@dataclass(frozen=True)
+class Point:
+    """One projected workload point: a transport set-up and a fio job shape."""
+
+    transport: str
+    fabric: str
+    link_gbps: float
+    rw: str
+    bs: int
+    iodepth: int
+    numjobs: int
+    profile: str = "modern-100g"
+    mtu: int | None = None
+    target_stack: str | None = None
+    backend: str | None = None
+    header_digest: bool = False
+    data_digest: bool = False
+    sessions: int | None = None
+
+    @property
+    def outstanding(self) -> int:
+        return self.iodepth * self.numjobs
+
+
+@dataclass(frozen=True)
+class Station:
+    """A service desk: ``servers`` clerks, ``demand_us`` of work per I/O.
+
+    ``kind`` is 'queue' (I/Os wait for a free clerk) or 'delay' (every I/O
+    is served at once: propagation and fixed latencies).  ``side`` says whose
+    CPU the work burns ('initiator', 'target' or '' for hardware).
+    """
+
+    name: str
+    servers: int
+    demand_us: float
+    kind: str = "queue"
+    side: str = ""
+
+
+@dataclass(frozen=True)
+class Network:
+    point: Point
+    stations: tuple[Station, ...]
+    wire: WireCost
+    bound_iops: float
+    target_stack: str
+    mtu: int
+    initiator_cores: int
+    target_cores: int
+    notes: dict[str, float] = field(default_factory=dict)
+
+
+def _default_stack(profile: Profile, transport: str) -> str:
+    if transport in profile.target_stacks:
+        return profile.target_stacks[transport]
+    return "nvmet" if transport.startswith("nvme") else "lio"
+
+
+def connections(point: Point, profile: Profile) -> int:
+    """Connections (iSCSI sessions, SRP channels, NVMe queues) that carry the I/O.
+
+    Linux's NVMe and SRP hosts open one queue per CPU and fio jobs spread
+    over CPUs; iSCSI and iSER use the sessions the user logged in.
+    """
+    if point.sessions:
+        return point.sessions
+    if point.transport in ("iscsi", "iser"):
+        return profile.sessions.get(point.transport, 1)
+    return max(1, min(point.numjobs, profile.initiator.cores))
+
+
+def build(point: Point, profile: Profile | None = None) -> Network:
+    """The stations one I/O of ``point`` visits, with their demands in microseconds."""
+    prof = profile or load_profile(point.profile)
+    nic = prof.nic_for(point.fabric, point.link_gbps)
+    mtu = point.mtu or nic.mtu
+    stack = "local" if point.transport == "local" else point.target_stack or _default_stack(prof, point.transport)
+    cost = stack_cost(prof, stack, point.transport)
+    params = ProtocolParams(**prof.protocol).with_(
+        header_digest=point.header_digest, data_digest=point.data_digest
+    )
+    if point.transport == "local":
+        return _local(point, prof, stack, cost)
+    r = recipe(point.transport, point.rw, point.bs, params)
+    wire = wire_cost(r, point.fabric, mtu)
+    backend = prof.backends[point.backend or prof.default_backend]
+    init, tgt = prof.initiator, prof.target
+    conns = connections(point, prof)
+    software_tcp = point.fabric == "eth" and not nic.toe
+    packets = wire.frames if software_tcp else 0
+
+    init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
+    init_cpu += point.bs * cost.initiator_cycles_per_byte / 1000 / init.ghz
+    tgt_cpu = cost.target_kcycles_per_io / tgt.ghz
+    tgt_cpu += point.bs * cost.target_cycles_per_byte / 1000 / tgt.ghz
+    rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
+    dev_us, dev_latency = _device_demand(point, prof)
+    polled = stack in prof.target_polled
+    fixed = r.round_trips * 2 * nic.one_way_us + init.wakeup_us + (0 if polled else tgt.wakeup_us)
+    fixed += dev_latency
+
+    stations = [
+        Station("initiator-cpu", min(point.numjobs, init.cores), init_cpu, side="initiator"),
+        Station("link-out", 1, wire.wire_out * 8 / rate_bits_per_us),
+        Station("target-cpu", min(tgt.cores, conns), tgt_cpu, side="target"),
+        Station("device", backend.parallel, dev_us),
+        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000)),
+        Station("link-in", 1, wire.wire_in * 8 / rate_bits_per_us),
+        Station("fixed-latency", 1, fixed, kind="delay"),
+    ]
+    if packets:
+        per_packet = nic.host_kcycles_per_packet
+        stations.insert(
+            1,
+            Station("initiator-net", min(conns, init.cores), packets * per_packet / init.ghz, side="initiator"),
+        )
+        stations.insert(
+            4,
+            Station("target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"),
+        )
+    stations = [s for s in stations if s.demand_us > 0]
+    return Network(
+        point=point,
+        stations=tuple(stations),
+        wire=wire,
+        bound_iops=wire_bound_iops(wire, data_rate_gbps(point.fabric, point.link_gbps)),
+        target_stack=stack,
+        mtu=mtu,
+        initiator_cores=init.cores,
+        target_cores=tgt.cores,
+    )
+
+
+def _device_demand(point: Point, prof: Profile) -> tuple[float, float]:
+    """(serial service, fixed latency) of the backend for one I/O of ``point``."""
+    backend = prof.backends[point.backend or prof.default_backend]
+    reading = "read" in point.rw
+    gbs = backend.read_gbytes_per_s if reading else backend.write_gbytes_per_s
+    per_io = backend.read_us_per_io if reading else backend.write_us_per_io
+    latency = backend.read_latency_us if reading else backend.write_latency_us
+    return per_io + point.bs / (gbs * 1000), latency
+
+
+def _local(point: Point, prof: Profile, stack: str, cost: StackCost) -> Network:
+    """No network at all: fio on the target's own device (the device's limit)."""
+    init = prof.initiator
+    service, latency = _device_demand(point, prof)
+    cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
+    stations = (
+        Station("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
+        Station("device", prof.backends[point.backend or prof.default_backend].parallel, service),
+        Station("fixed-latency", 1, latency + init.wakeup_us, kind="delay"),
+    )
+    empty = WireCost(0, 0, 0, 0, 0, 0)
+    return Network(point, stations, empty, float("inf"), stack, 0, init.cores, init.cores)

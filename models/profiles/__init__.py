@@ -1,0 +1,1 @@
+"""Hardware profiles as YAML data (see sanlab.models.profile)."""

@@ -1,0 +1,77 @@
+"""Published measurements (shared/calibration/*.csv) as model points.
+
+These tables are inputs to fitting and to comparison, never constants of
+the model: this module only reads them.  A row becomes a ``Point`` on the
+profile of the same name plus the measured figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sanlab.models.network import Point
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.sizes import parse_size
+
+
+@dataclass(frozen=True)
+class Measured:
+    point: Point
+    iops: float
+    bw_mibps: float
+    lat_mean_us: float | None
+    cpu_pct: float | None
+
+    @property
+    def label(self) -> str:
+        p = self.point
+        return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}"
+
+
+def calibration_dir(explicit: str | Path | None = None) -> Path:
+    """Where the published CSVs are: --data, $SANLAB_CALIBRATION, or shared/ near here."""
+    candidates = [explicit, os.environ.get("SANLAB_CALIBRATION")]
+    here = Path.cwd()
+    candidates += [here / "shared/calibration", here.parent / "shared/calibration"]
+    repo = Path(__file__).resolve().parent.parent
+    candidates += [repo.parent / "shared/calibration"]
+    for candidate in candidates:
+        if candidate and Path(candidate, "zeta-2016.csv").is_file():
+            return Path(candidate)
+    raise SanlabError(
+        "cannot find the calibration tables (zeta-2016.csv): pass --data DIR or set "
+        "SANLAB_CALIBRATION to the shared/calibration folder"
+    )
+
+
+def load_table(path: Path, profile: str) -> list[Measured]:
+    """Rows of one published table as points on ``profile``."""
+    rows = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            local = row.get("setup") == "local"
+            lat = row.get("lat_mean_ms")
+            cpu = row.get("cpu_pct")
+            point = Point(
+                transport="local" if local else row["transport"],
+                fabric="eth" if local else row["fabric"],
+                link_gbps=float(row["link_gbps"]) or 100.0,
+                rw=row["rw"],
+                bs=parse_size(row["bs"]),
+                iodepth=int(row["iodepth"]),
+                numjobs=int(row["numjobs"]),
+                profile=profile,
+            )
+            rows.append(
+                Measured(
+                    point=point,
+                    iops=float(row["iops"]),
+                    bw_mibps=float(row["bw_mibps"]),
+                    lat_mean_us=float(lat) * 1000 if lat else None,
+                    cpu_pct=float(cpu) if cpu else None,
+                )
+            )
+    return rows

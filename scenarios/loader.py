@@ -1,0 +1,120 @@
+"""Read a scenario file and say, in the user's words, everything wrong with it.
+
+Validation happens in two passes, both before anything runs: the schema pass
+(types, allowed values, unknown fields) and the consistency pass (a link to an
+unknown host, a transport on a fabric that cannot carry it).  Each problem is
+one line: ``file: field.path: 'value' is ... (what is allowed)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import check_scenario
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """('workloads', 0, 'bs', 1) -> 'workloads[0].bs[1]'."""
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last element of ``loc``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(part)
+        if field is None:
+            return current
+        current = _inner_model(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _inner_model(annotation: Any) -> Any:
+    """Dig a BaseModel out of list[X] / X | None annotations."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _describe(error: Any, root: type[BaseModel]) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        owner = _model_at(root, tuple(error["loc"][:-1]))
+        allowed = ", ".join(owner.model_fields) if owner else "see scenarios/schema.json"
+        return f"unknown field {error['loc'][-1]!r} (allowed: {allowed})"
+    if kind == "missing":
+        return "is required"
+    if kind == "literal_error":
+        return f"{value!r} is not allowed (use {error['ctx']['expected']})"
+    if kind == "value_error":
+        return str(error["msg"]).removeprefix("Value error, ")
+    if kind == "string_pattern_mismatch":
+        return f"{value!r} is not a valid name (lower-case letters, digits and '-')"
+    return f"{value!r}: {error['msg']}"
+
+
+def problems_from(error: ValidationError, source: str, root: type[BaseModel]) -> list[Problem]:
+    """Turn pydantic's errors into one Problem per mistake."""
+    return [
+        Problem(source, field_path(tuple(e["loc"])), _describe(e, root)) for e in error.errors()
+    ]
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file, turning I/O and syntax errors into a ScenarioError."""
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError([Problem(source, "", f"cannot read: {exc.strerror}")]) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError([Problem(source, where, f"not valid YAML: {problem}")]) from None
+
+
+def parse_scenario(data: Any, source: str) -> Scenario:
+    """Validate already-parsed data; raise ScenarioError listing every problem."""
+    if not isinstance(data, dict):
+        raise ScenarioError([Problem(source, "", "a scenario must be a YAML mapping")])
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(problems_from(exc, source, Scenario)) from None
+    problems = [Problem(source, path, msg) for path, msg in check_scenario(scenario)]
+    if problems:
+        raise ScenarioError(problems)
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; its name defaults to the file's stem."""
+    path = Path(path)
+    scenario = parse_scenario(read_yaml(path), str(path))
+    if scenario.name is None:
+        scenario = scenario.model_copy(update={"name": path.stem})
+    return scenario

@@ -1,0 +1,168 @@
+"""Consistency rules that a schema alone cannot express.
+
+These are facts about the transports, not preferences: iSER, SRP and
+NVMe/RDMA need an RDMA fabric; soft-RoCE (rxe) stands in for RoCE and
+InfiniBand, soft-iWARP (siw) for iWARP; SCST and SPDK are projection-only
+because the guest image does not ship them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from sanlab.scenarios.schema import Link, Scenario, Target
+
+RDMA_TRANSPORTS = frozenset({"iser", "srp", "nvme-rdma"})
+RDMA_FABRICS = frozenset({"roce", "iwarp", "ib"})
+DRIVER_FOR_FABRIC = {"roce": "rxe", "ib": "rxe", "iwarp": "siw"}
+STACK_TRANSPORTS = {
+    "lio": ("iscsi", "iser", "srp"),
+    "tgt": ("iscsi", "iser"),
+    "nvmet": ("nvme-tcp", "nvme-rdma"),
+    "scst": ("iscsi", "iser", "srp"),
+    "spdk": ("iscsi", "nvme-tcp", "nvme-rdma"),
+}
+EMULATED_STACKS = ("lio", "tgt", "nvmet")
+DIGEST_TRANSPORTS = ("iscsi", "nvme-tcp")
+CHAP_TRANSPORTS = ("iscsi", "iser")
+
+
+def link_name(link: Link, index: int) -> str:
+    """A link's name, or ``link<index>`` when the file gives none."""
+    return link.name or f"link{index}"
+
+
+def rdma_driver(link: Link) -> str | None:
+    """The soft-RDMA driver a link uses: explicit, or implied by its fabric."""
+    if link.fabric == "eth":
+        return None
+    return link.rdma_driver or DRIVER_FOR_FABRIC[link.fabric]
+
+
+def target_link(scenario: Scenario, target: Target) -> tuple[int, Link] | None:
+    """The link a target serves on: the named one, or its host's only link."""
+    links = list(enumerate(scenario.links))
+    if target.link is not None:
+        return next(((i, lk) for i, lk in links if link_name(lk, i) == target.link), None)
+    touching = [(i, lk) for i, lk in links if target.host in lk.endpoints]
+    return touching[0] if len(touching) == 1 else None
+
+
+def _names(items: list[str]) -> str:
+    return ", ".join(items) if items else "none declared"
+
+
+def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
+    """Every consistency problem as (field path, message)."""
+    return list(_hosts(scenario)) + list(_links(scenario)) + list(_targets(scenario)) + list(
+        _workloads_and_projections(scenario)
+    )
+
+
+def _hosts(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    seen: set[str] = set()
+    for i, host in enumerate(scenario.hosts):
+        if host.name in seen:
+            yield f"hosts[{i}].name", f"{host.name!r} is declared twice (host names are unique)"
+        seen.add(host.name)
+
+
+def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    hosts = [h.name for h in scenario.hosts]
+    seen: set[str] = set()
+    for i, link in enumerate(scenario.links):
+        name = link_name(link, i)
+        if name in seen:
+            yield f"links[{i}].name", f"{name!r} is declared twice (link names are unique)"
+        seen.add(name)
+        for j, end in enumerate(link.endpoints):
+            if end not in hosts:
+                yield f"links[{i}].endpoints[{j}]", f"{end!r} is not a host (hosts: {_names(hosts)})"
+        if link.endpoints[0] == link.endpoints[1]:
+            yield f"links[{i}].endpoints", "a link joins two different hosts"
+        if link.fabric == "eth" and link.rdma_driver is not None:
+            yield (
+                f"links[{i}].rdma_driver",
+                f"{link.rdma_driver!r} needs an RDMA fabric (set fabric: roce, iwarp or ib)",
+            )
+        if link.fabric == "iwarp" and link.rdma_driver == "rxe":
+            yield f"links[{i}].rdma_driver", "'rxe' is RoCE, not iWARP (use siw for fabric iwarp)"
+        if link.fabric in ("roce", "ib") and link.rdma_driver == "siw":
+            yield (
+                f"links[{i}].rdma_driver",
+                f"'siw' is iWARP, not {link.fabric} (use rxe, or set fabric: iwarp)",
+            )
+
+
+def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    roles = {h.name: h.role for h in scenario.hosts}
+    link_names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
+    for i, target in enumerate(scenario.targets):
+        where = f"targets[{i}]"
+        if target.host not in roles:
+            yield f"{where}.host", f"{target.host!r} is not a host (hosts: {_names(list(roles))})"
+        elif roles[target.host] != "target":
+            yield f"{where}.host", f"{target.host!r} has role {roles[target.host]!r}, not 'target'"
+        if target.stack not in EMULATED_STACKS:
+            yield (
+                f"{where}.stack",
+                f"{target.stack!r} is for projections only (emulated stacks: "
+                f"{', '.join(EMULATED_STACKS)})",
+            )
+        allowed = STACK_TRANSPORTS[target.stack]
+        if target.transport not in allowed:
+            yield (
+                f"{where}.transport",
+                f"{target.transport!r} is not served by {target.stack} (use {', '.join(allowed)})",
+            )
+        if (target.header_digest or target.data_digest) and target.transport not in DIGEST_TRANSPORTS:
+            yield f"{where}.header_digest", f"digests apply to {' and '.join(DIGEST_TRANSPORTS)} only"
+        if target.chap and target.transport not in CHAP_TRANSPORTS:
+            yield f"{where}.chap", f"CHAP applies to {' and '.join(CHAP_TRANSPORTS)} only"
+        if target.link is not None and target.link not in link_names:
+            yield f"{where}.link", f"{target.link!r} is not a link (links: {_names(link_names)})"
+            continue
+        found = target_link(scenario, target)
+        if found is None:
+            if target.host in roles:
+                yield f"{where}.link", f"cannot tell which link {target.host!r} serves on: name one"
+            continue
+        index, link = found
+        if target.host not in link.endpoints:
+            yield f"{where}.link", f"{link_names[index]!r} does not reach host {target.host!r}"
+        if target.transport in RDMA_TRANSPORTS and link.fabric not in RDMA_FABRICS:
+            yield (
+                f"{where}.transport",
+                f"{target.transport!r} needs an RDMA link, but {link_names[index]!r} is "
+                f"fabric {link.fabric!r} (use roce, iwarp or ib)",
+            )
+
+
+def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    declared = {t.transport for t in scenario.targets}
+    for i, projection in enumerate(scenario.projections):
+        where = f"projections[{i}]"
+        if projection.transport is None and not declared:
+            yield f"{where}.transport", "is required when the scenario declares no targets"
+        transport = projection.transport
+        if transport and projection.target_stack:
+            allowed = STACK_TRANSPORTS[projection.target_stack]
+            if transport not in allowed:
+                yield (
+                    f"{where}.target_stack",
+                    f"{projection.target_stack!r} does not serve {transport!r} "
+                    f"(for {transport} use {', '.join(s for s, t in STACK_TRANSPORTS.items() if transport in t)})",
+                )
+        if transport in RDMA_TRANSPORTS and projection.fabric == "eth":
+            yield f"{where}.fabric", f"{transport!r} needs an RDMA fabric (use roce, iwarp or ib)"
+        if transport == "srp" and projection.fabric == "iwarp":
+            yield f"{where}.fabric", "SRP runs over InfiniBand and RoCE, not iWARP (use ib or roce)"
+    for i, workload in enumerate(scenario.workloads):
+        for j, transport in enumerate(workload.transports or []):
+            possible = declared | {p.transport for p in scenario.projections if p.transport}
+            if possible and transport not in possible:
+                yield (
+                    f"workloads[{i}].transports[{j}]",
+                    f"{transport!r} is used by no target or projection here "
+                    f"(used: {', '.join(sorted(str(p) for p in possible))})",
+                )
