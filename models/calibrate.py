@@ -1,17 +1,19 @@
 """Fit a profile's physical parameters to a published table by least squares.
 
-The parameters to fit are named in the profile (``calibration.fit``): CPU
-cycles per I/O and per byte of each stack, per-frame host cost and PCIe rate
-of each NIC, fixed latencies, device rates.  Each is shared by every cell it
-touches - all block sizes, reads and writes - so there are far fewer knobs
-than cells.  The fit minimises log errors of IOPS (and of mean latency where
-published) using the analytic MVA solution of the same network the simulator
-runs; the final errors are reported from the simulator.
+The parameters to fit are named in the profile (``calibration.fit``) with
+the range a real machine could have: CPU cycles per I/O and per byte of each
+stack, per-frame host cost and PCIe rate of each NIC, fixed latencies,
+device rates.  Each is shared by every cell it touches - all block sizes,
+reads and writes - so there are far fewer knobs than cells.  The fit
+minimises log errors of IOPS (and of mean latency where published) using the
+analytic MVA solution of the same network the simulator runs; cell errors
+are then reported from the simulator itself.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,58 +22,57 @@ from typing import Any
 
 import numpy as np
 import yaml
-from scipy.optimize import least_squares
-
 from sanlab.models import mva
 from sanlab.models.network import build
-from sanlab.models.profile import Profile, profile_path
+from sanlab.models.params import get_param, set_param
+from sanlab.models.profile import Profile, _inherit, clear_cache, fit_path, profile_path
 from sanlab.models.published import Measured, calibration_dir, load_table
+from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
+from scipy.optimize import least_squares
 
 LATENCY_WEIGHT = 0.5
-
-
-def get_param(data: dict[str, Any], path: str) -> float:
-    parent, key = _locate(data, path)
-    return float(parent[key])
-
-
-def set_param(data: dict[str, Any], path: str, value: float) -> None:
-    parent, key = _locate(data, path)
-    parent[key] = round(float(value), 4)
-
-
-def _locate(data: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
-    """'nics.connectx-3.pcie_gbps' -> (the NIC's dict, 'pcie_gbps')."""
-    parts = path.split(".")
-    node: Any = data
-    for part in parts[:-1]:
-        if isinstance(node, list):
-            node = next((n for n in node if n.get("name") == part), None)
-        else:
-            node = node.setdefault(part, {}) if part not in node else node[part]
-        if node is None:
-            raise SanlabError(f"calibration.fit: {path!r}: no {part!r} in the profile")
-    return node, parts[-1]
 
 
 @dataclass(frozen=True)
 class Fit:
     profile: Profile
-    data: dict[str, Any]
     params: dict[str, float]
-    rows: list[Measured]
+    unconstrained: list[str]
+    at_bound: list[str]
     used: list[Measured]
-    cost: float
 
 
-def _predict(profile: Profile, rows: Sequence[Measured]) -> list[mva.Solution]:
-    return [mva.solve(build(r.point, profile)) for r in rows]
+def fit_parameters(raw: dict[str, Any]) -> tuple[list[str], list[float], list[float]]:
+    """Names and physical bounds of the parameters to fit.
+
+    Each entry of ``calibration.fit`` is ``path: [low, high]``: the range a
+    real machine could have, so the fit cannot explain a cell with an
+    impossible value (a 100 ns NVMe read, a 1 Tb/s PCIe slot).
+    """
+    entries = raw.get("calibration", {}).get("fit") or {}
+    if not isinstance(entries, dict) or not entries:
+        raise SanlabError(
+            f"profile {raw.get('name')}: calibration.fit must map parameters to [low, high]"
+        )
+    names, lower, upper = [], [], []
+    for name, bounds in entries.items():
+        if not (isinstance(bounds, list) and len(bounds) == 2 and 0 < bounds[0] < bounds[1]):
+            raise SanlabError(
+                f"profile {raw.get('name')}: calibration.fit.{name}: {bounds!r} "
+                "is not [low, high] with 0 < low < high"
+            )
+        get_param(raw, name)  # fails early, naming the path, if the profile lacks it
+        names.append(name)
+        lower.append(float(bounds[0]))
+        upper.append(float(bounds[1]))
+    return names, lower, upper
 
 
 def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
     out = []
-    for row, sol in zip(rows, _predict(profile, rows), strict=True):
+    for row in rows:
+        sol = mva.solve(build(row.point, profile))
         out.append(math.log(sol.iops / row.iops))
         if row.lat_mean_us:
             out.append(LATENCY_WEIGHT * math.log(sol.latency_us / row.lat_mean_us))
@@ -79,35 +80,99 @@ def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
 
 
 def fit(
-    raw: dict[str, Any],
-    rows: list[Measured],
-    use: Callable[[Measured], bool] = lambda r: True,
+    raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True
 ) -> Fit:
     """Fit ``raw['calibration']['fit']`` on the rows ``use`` accepts."""
-    names: list[str] = list(raw.get("calibration", {}).get("fit", []))
-    if not names:
-        raise SanlabError(f"profile {raw.get('name')}: calibration.fit lists no parameters")
+    names, lower, upper = fit_parameters(raw)
     used = [r for r in rows if use(r)]
-    x0 = np.log([max(get_param(raw, n), 1e-3) for n in names])
+    if not used:
+        raise SanlabError(f"profile {raw.get('name')}: no rows to fit")
+    start = [
+        min(max(get_param(raw, n), lo * 1.0001), hi * 0.9999)
+        for n, lo, hi in zip(names, lower, upper, strict=True)
+    ]
 
     def model(x: np.ndarray) -> Profile:
         data = copy.deepcopy(raw)
         for name, value in zip(names, np.exp(x), strict=True):
             set_param(data, name, value)
-        return Profile.model_validate(data)
+        return Profile.model_validate(_inherit(data, str(raw.get("name"))))
 
     result = least_squares(
-        lambda x: residuals(model(x), used), x0, bounds=(x0 - 6, x0 + 6), x_scale=1.0, diff_step=1e-3
+        lambda x: residuals(model(x), used),
+        np.log(start),
+        bounds=(np.log(lower), np.log(upper)),
+        diff_step=1e-3,
     )
-    data = copy.deepcopy(raw)
-    fitted = dict(zip(names, np.exp(result.x), strict=True))
-    for name, value in fitted.items():
-        set_param(data, name, value)
-    return Fit(Profile.model_validate(data), data, fitted, rows, used, float(result.cost))
+    fitted = {n: round(float(v), 4) for n, v in zip(names, np.exp(result.x), strict=True)}
+    base = residuals(model(result.x), used)
+    unconstrained = []
+    for i, name in enumerate(names):
+        nudged = result.x.copy()
+        nudged[i] += 0.1  # +10 %
+        if np.max(np.abs(residuals(model(nudged), used) - base)) < 1e-9:
+            unconstrained.append(name)
+    at_bound = [
+        n
+        for n, v, lo, hi in zip(names, fitted.values(), lower, upper, strict=True)
+        if v <= lo * 1.001 or v >= hi * 0.999
+    ]
+    return Fit(model(result.x), fitted, unconstrained, at_bound, used)
+
+
+@dataclass(frozen=True)
+class CellError:
+    row: Measured
+    iops: float
+    lat_mean_us: float
+    bottleneck: str
+
+    @property
+    def iops_error(self) -> float:
+        return self.iops / self.row.iops - 1
+
+    @property
+    def latency_error(self) -> float | None:
+        return self.lat_mean_us / self.row.lat_mean_us - 1 if self.row.lat_mean_us else None
+
+
+def evaluate(profile: Profile, rows: Sequence[Measured], seed: int = 1) -> list[CellError]:
+    """Errors of every cell, from the simulator (not the MVA used to fit)."""
+    cells = []
+    for row in rows:
+        net = build(row.point, profile)
+        sim = simulate(net, Settings(seed=seed))
+        iops = min(sim.iops, net.bound_iops)
+        cells.append(CellError(row, iops, sim.lat_mean_us, sim.bottleneck))
+    return cells
+
+
+def mape(values: Sequence[float | None]) -> float:
+    known = [abs(v) for v in values if v is not None]
+    return 100 * sum(known) / len(known) if known else float("nan")
+
+
+def holdouts(rows: Sequence[Measured]) -> list[tuple[str, Callable[[Measured], bool]]]:
+    """Cross-validation splits: reads predict writes; lower link speeds predict the highest."""
+    splits: list[tuple[str, Callable[[Measured], bool]]] = [
+        ("fit on reads, predict writes", lambda r: "read" in r.point.rw)
+    ]
+    speeds = sorted({r.point.link_gbps for r in rows if r.point.transport != "local"})
+    if len(speeds) > 1:
+        top = speeds[-1]
+        splits.append(
+            (
+                f"fit without the {top:g} Gb/s cells, predict them",
+                lambda r, top=top: r.point.link_gbps != top,
+            )
+        )
+    return splits
 
 
 def load_raw(name: str) -> dict[str, Any]:
     path = Path(name) if Path(name).suffix else profile_path(name)
+    if not path.is_file():
+        raise SanlabError(f"{path}: no such profile")
     raw = yaml.safe_load(path.read_text())
     if not isinstance(raw, dict):
         raise SanlabError(f"{path}: a profile must be a YAML mapping")
@@ -121,7 +186,18 @@ def table_for(raw: dict[str, Any], data_dir: str | Path | None) -> list[Measured
     return load_table(calibration_dir(data_dir) / table, raw["name"])
 
 
-def write_profile(data: dict[str, Any], path: Path, summary: dict[str, Any]) -> None:
-    data = copy.deepcopy(data)
-    data.setdefault("calibration", {})["result"] = summary
-    path.write_text(yaml.safe_dump(data, sort_keys=False, width=100))
+def write_fit(name: str, result: Fit, summary: dict[str, Any]) -> Path:
+    """Write NAME.fit.yaml beside the hand-written profile, atomically."""
+    path = fit_path(profile_path(name))
+    document = {
+        "profile": name,
+        "written": datetime.date.today().isoformat(),
+        "note": "written by 'sanlab calibrate --write'; do not edit by hand",
+        "parameters": result.params,
+        "result": summary,
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(document, sort_keys=False, width=100))
+    tmp.replace(path)
+    clear_cache()
+    return path

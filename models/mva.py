@@ -32,7 +32,7 @@ def solve(net: Network) -> Solution:
         else:
             queues.append((s.name, s.demand_us / s.servers))
             delay += s.demand_us * (s.servers - 1) / s.servers
-    n_customers = net.point.outstanding
+    n_customers = net.point.outstanding * net.split
     lengths = [0.0] * len(queues)
     throughput = 0.0
     for n in range(1, n_customers + 1):
@@ -44,4 +44,4 @@ def solve(net: Network) -> Solution:
         s.name: throughput * s.demand_us / s.servers for s in net.stations if s.kind == "queue"
     }
     bottleneck = max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency"
-    return Solution(throughput * 1e6, n_customers / throughput, utilisation, bottleneck)
+    return Solution(throughput * 1e6 / net.split, n_customers / throughput, utilisation, bottleneck)

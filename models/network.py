@@ -12,11 +12,11 @@ them and ``mva`` solves them analytically.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sanlab.models.profile import Profile, StackCost, load_profile, stack_cost
-from sanlab.models.wire import data_rate_gbps
 from sanlab.models.transports import ProtocolParams, WireCost, recipe, wire_bound_iops, wire_cost
+from sanlab.models.wire import data_rate_gbps
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ class Station:
 
     ``kind`` is 'queue' (I/Os wait for a free clerk) or 'delay' (every I/O
     is served at once: propagation and fixed latencies).  ``side`` says whose
-    CPU the work burns ('initiator', 'target' or '' for hardware).
+    CPU the work burns ('initiator', 'target' or '' for hardware).  ``cv`` is
+    the spread of service times: software and devices vary, serialisation of
+    bits onto a wire or a bus does not.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Station:
     demand_us: float
     kind: str = "queue"
     side: str = ""
+    cv: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class Network:
     mtu: int
     initiator_cores: int
     target_cores: int
+    split: int = 1
     notes: dict[str, float] = field(default_factory=dict)
 
 
@@ -91,12 +95,38 @@ def connections(point: Point, profile: Profile) -> int:
     return max(1, min(point.numjobs, profile.initiator.cores))
 
 
+# Linux splits a request larger than the device's max_hw_sectors; these are
+# the defaults of its initiators when a profile does not say.
+DEFAULT_MAX_TRANSFER = {"iscsi": 512 << 10, "iser": 512 << 10, "srp": 512 << 10}
+DEFAULT_MAX_TRANSFER_NVME = 128 << 10
+
+
+def max_transfer(point: Point, prof: Profile) -> int:
+    if point.transport in prof.max_transfer:
+        return prof.max_transfer[point.transport]
+    return DEFAULT_MAX_TRANSFER.get(point.transport, DEFAULT_MAX_TRANSFER_NVME)
+
+
 def build(point: Point, profile: Profile | None = None) -> Network:
-    """The stations one I/O of ``point`` visits, with their demands in microseconds."""
+    """The stations one I/O of ``point`` visits, with their demands in microseconds.
+
+    An fio I/O larger than the largest request the block layer sends is cut
+    into ``split`` requests that travel concurrently; the network then models
+    one such request and the results are divided back by ``split``.
+    """
     prof = profile or load_profile(point.profile)
+    limit = max_transfer(point, prof)
+    if point.bs > limit:
+        split = -(-point.bs // limit)
+        net = build(replace(point, bs=point.bs // split, iodepth=point.iodepth * split), prof)
+        return replace(net, point=point, split=split, bound_iops=net.bound_iops / split)
     nic = prof.nic_for(point.fabric, point.link_gbps)
     mtu = point.mtu or nic.mtu
-    stack = "local" if point.transport == "local" else point.target_stack or _default_stack(prof, point.transport)
+    stack = (
+        "local"
+        if point.transport == "local"
+        else point.target_stack or _default_stack(prof, point.transport)
+    )
     cost = stack_cost(prof, stack, point.transport)
     params = ProtocolParams(**prof.protocol).with_(
         header_digest=point.header_digest, data_digest=point.data_digest
@@ -105,7 +135,6 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         return _local(point, prof, stack, cost)
     r = recipe(point.transport, point.rw, point.bs, params)
     wire = wire_cost(r, point.fabric, mtu)
-    backend = prof.backends[point.backend or prof.default_backend]
     init, tgt = prof.initiator, prof.target
     conns = connections(point, prof)
     software_tcp = point.fabric == "eth" and not nic.toe
@@ -114,7 +143,9 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
     init_cpu += point.bs * cost.initiator_cycles_per_byte / 1000 / init.ghz
     tgt_cpu = cost.target_kcycles_per_io / tgt.ghz
-    tgt_cpu += point.bs * cost.target_cycles_per_byte / 1000 / tgt.ghz
+    backend = prof.backends[point.backend or prof.default_backend]
+    tgt_cycles_per_byte = cost.target_cycles_per_byte + backend.target_cycles_per_byte
+    tgt_cpu += point.bs * tgt_cycles_per_byte / 1000 / tgt.ghz
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     dev_us, dev_latency = _device_demand(point, prof)
     polled = stack in prof.target_polled
@@ -123,22 +154,29 @@ def build(point: Point, profile: Profile | None = None) -> Network:
 
     stations = [
         Station("initiator-cpu", min(point.numjobs, init.cores), init_cpu, side="initiator"),
-        Station("link-out", 1, wire.wire_out * 8 / rate_bits_per_us),
+        Station("link-out", 1, wire.wire_out * 8 / rate_bits_per_us, cv=0.0),
         Station("target-cpu", min(tgt.cores, conns), tgt_cpu, side="target"),
         Station("device", backend.parallel, dev_us),
-        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000)),
-        Station("link-in", 1, wire.wire_in * 8 / rate_bits_per_us),
-        Station("fixed-latency", 1, fixed, kind="delay"),
+        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
+        Station("link-in", 1, wire.wire_in * 8 / rate_bits_per_us, cv=0.0),
+        Station("fixed-latency", 1, fixed, kind="delay", cv=0.1),
     ]
     if packets:
         per_packet = nic.host_kcycles_per_packet
         stations.insert(
             1,
-            Station("initiator-net", min(conns, init.cores), packets * per_packet / init.ghz, side="initiator"),
+            Station(
+                "initiator-net",
+                min(conns, init.cores),
+                packets * per_packet / init.ghz,
+                side="initiator",
+            ),
         )
         stations.insert(
             4,
-            Station("target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"),
+            Station(
+                "target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"
+            ),
         )
     stations = [s for s in stations if s.demand_us > 0]
     return Network(
@@ -171,7 +209,7 @@ def _local(point: Point, prof: Profile, stack: str, cost: StackCost) -> Network:
     stations = (
         Station("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
         Station("device", prof.backends[point.backend or prof.default_backend].parallel, service),
-        Station("fixed-latency", 1, latency + init.wakeup_us, kind="delay"),
+        Station("fixed-latency", 1, latency + init.wakeup_us, kind="delay", cv=0.1),
     )
     empty = WireCost(0, 0, 0, 0, 0, 0)
     return Network(point, stations, empty, float("inf"), stack, 0, init.cores, init.cores)

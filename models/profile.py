@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
+from sanlab.models.params import set_param
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
 from sanlab.scenarios.schema import Scenario
@@ -45,7 +45,9 @@ class Nic(_Strict):
     toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
     mtu: int = 1500
     one_way_us: float = Field(2.0, ge=0, description="NIC + wire + switch latency, one way")
-    host_kcycles_per_packet: float = Field(1.0, ge=0, description="host CPU per frame (software TCP)")
+    host_kcycles_per_packet: float = Field(
+        1.0, ge=0, description="host CPU per frame (software TCP)"
+    )
     pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
 
 
@@ -61,6 +63,9 @@ class Backend(_Strict):
     read_gbytes_per_s: float = 1000.0
     write_gbytes_per_s: float = 1000.0
     parallel: int = Field(1, ge=1, description="independent internal channels")
+    target_cycles_per_byte: float = Field(
+        0.0, ge=0, description="target CPU per byte, e.g. memcpy out of a RAM disk"
+    )
 
 
 class StackCost(_Strict):
@@ -91,6 +96,9 @@ class Profile(_Strict):
     target_polled: list[str] = Field(default_factory=list, description="stacks that poll")
     sessions: dict[str, int] = Field(default_factory=dict, description="connections per transport")
     protocol: dict[str, Any] = Field(default_factory=dict)
+    max_transfer: dict[str, int] = Field(
+        default_factory=dict, description="transport -> largest request the block layer sends"
+    )
     costs: dict[str, StackCost] = Field(default_factory=dict, description="'stack/transport'")
     costs_from: list[str] = Field(default_factory=list, description="profiles to borrow costs from")
     calibration: dict[str, Any] = Field(default_factory=dict)
@@ -102,7 +110,9 @@ class Profile(_Strict):
         for nic in self.nics:
             if fabric in nic.fabrics:
                 return nic
-        have = "; ".join(f"{n.name}: {'/'.join(n.fabrics)} at {n.link_gbps} Gb/s" for n in self.nics)
+        have = "; ".join(
+            f"{n.name}: {'/'.join(n.fabrics)} at {n.link_gbps} Gb/s" for n in self.nics
+        )
         raise ScenarioError(
             [Problem(f"profile {self.name}", "nics", f"no NIC for fabric {fabric!r} (has {have})")]
         )
@@ -116,7 +126,22 @@ STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio",
 
 
 def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if not p.name.endswith(".fit.yaml"))
+
+
+def fit_path(profile: Path) -> Path:
+    """Where ``sanlab calibrate --write`` keeps a profile's fitted values."""
+    return profile.with_name(profile.stem + ".fit.yaml")
+
+
+def apply_fit(data: Any, profile: Path) -> Any:
+    """Overlay the fitted parameter values (if any) on a hand-written profile."""
+    fitted = fit_path(profile)
+    if isinstance(data, dict) and fitted.is_file():
+        values = (read_yaml(fitted) or {}).get("parameters", {})
+        for name, value in values.items():
+            set_param(data, name, value)
+    return data
 
 
 def profile_path(name: str) -> Path:
@@ -134,16 +159,57 @@ def load_profile(name_or_path: str) -> Profile:
     if not path.suffix:
         if name_or_path not in profile_names():
             raise ScenarioError(
-                [Problem("profile", "", f"{name_or_path!r} is not a profile (use {', '.join(profile_names())})")]
+                [
+                    Problem(
+                        "profile",
+                        "",
+                        f"{name_or_path!r} is not a profile (use {', '.join(profile_names())})",
+                    )
+                ]
             )
         path = profile_path(name_or_path)
-    data = read_yaml(path)
+    data = _inherit(apply_fit(read_yaml(path), path), str(path))
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(problems_from(exc, str(path), Profile)) from None
     _CACHE[name_or_path] = profile
     return profile
+
+
+def _inherit(data: Any, source: str) -> Any:
+    """Resolve ``from: PROFILE`` in hosts, NICs and backends.
+
+    ``{from: starwind-2024, cores: 32}`` under ``initiator`` means "the
+    initiator of starwind-2024, with 32 cores": a fitted value lives in one
+    file only and every profile that shares the part follows it.
+    """
+    if not isinstance(data, dict):
+        return data
+
+    def resolve(entry: Any, where: str, pick: Any) -> Any:
+        if not (isinstance(entry, dict) and "from" in entry):
+            return entry
+        other = load_profile(str(entry["from"]))
+        base = pick(other)
+        if base is None:
+            raise ScenarioError([Problem(source, where, f"{entry['from']!r} has no such part")])
+        merged = base.model_dump() | {k: v for k, v in entry.items() if k != "from"}
+        return merged
+
+    for side in ("initiator", "target"):
+        if side in data:
+            data[side] = resolve(data[side], side, lambda o, s=side: getattr(o, s))
+    for i, nic in enumerate(data.get("nics") or []):
+        name = nic.get("name") if isinstance(nic, dict) else None
+        data["nics"][i] = resolve(
+            nic, f"nics[{i}]", lambda o, n=name: next((x for x in o.nics if x.name == n), None)
+        )
+    for key, backend in (data.get("backends") or {}).items():
+        data["backends"][key] = resolve(
+            backend, f"backends.{key}", lambda o, k=key: o.backends.get(k)
+        )
+    return data
 
 
 def clear_cache() -> None:
@@ -160,7 +226,13 @@ def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:
                 return cost
     known = sorted({k for p in chain for k in p.costs})
     raise ScenarioError(
-        [Problem(f"profile {profile.name}", "costs", f"no costs for {stack}/{transport} (has {', '.join(known)})")]
+        [
+            Problem(
+                f"profile {profile.name}",
+                "costs",
+                f"no costs for {stack}/{transport} (has {', '.join(known)})",
+            )
+        ]
     )
 
 

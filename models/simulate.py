@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import simpy
-
 from sanlab.models.elements import Delay, Jitter, Server
 from sanlab.models.network import Network
 
@@ -29,7 +28,7 @@ def _t95(batches: int) -> float:
 @dataclass(frozen=True)
 class Settings:
     seed: int = 1
-    cv: float = 0.3
+    cv_scale: float = 1.0
     rel_ci: float = 0.02
     min_batches: int = 5
     max_batches: int = 40
@@ -61,7 +60,7 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     streams = np.random.SeedSequence(cfg.seed).spawn(len(net.stations))
     elements: list[Server | Delay] = []
     for station, stream in zip(net.stations, streams, strict=True):
-        jitter = Jitter(np.random.default_rng(stream), cfg.cv)
+        jitter = Jitter(np.random.default_rng(stream), station.cv * cfg.cv_scale)
         if station.kind == "delay":
             elements.append(Delay(env, station.name, station.demand_us, jitter))
         else:
@@ -69,7 +68,7 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     for upstream, downstream in zip(elements, elements[1:], strict=False):
         upstream.out = downstream.put
 
-    outstanding = net.point.outstanding
+    outstanding = net.point.outstanding * net.split
     batch = cfg.batch_size or max(200, 4 * outstanding)
     latencies: list[float] = []
     batch_rates: list[float] = []
@@ -102,7 +101,11 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     elapsed = env.now - state["measure_from"]
     rates = np.array(batch_rates)
     mean_rate = float(rates.mean())
-    half = _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates)) if len(rates) > 1 else 0.0
+    half = (
+        _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates))
+        if len(rates) > 1
+        else 0.0
+    )
     busy0 = state["busy_at_measure"] or [0.0] * len(elements)
     utilisation = {}
     cpu = {"initiator": 0.0, "target": 0.0}
@@ -115,9 +118,10 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
             cores = net.initiator_cores if station.side == "initiator" else net.target_cores
             cpu[station.side] += 100 * busy / cores
     lat = np.array(latencies)
+    per_io = 1e6 / net.split
     return SimResult(
-        iops=mean_rate * 1e6,
-        iops_ci95=((mean_rate - half) * 1e6, (mean_rate + half) * 1e6),
+        iops=mean_rate * per_io,
+        iops_ci95=((mean_rate - half) * per_io, (mean_rate + half) * per_io),
         lat_mean_us=float(lat.mean()),
         lat_p99_us=float(np.percentile(lat, 99)),
         utilisation=utilisation,

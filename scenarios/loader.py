@@ -13,7 +13,6 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
-
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import check_scenario

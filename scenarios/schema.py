@@ -16,7 +16,6 @@ import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
-
 from sanlab.scenarios.sizes import parse_duration, parse_percent, parse_rate, parse_size
 
 Fabric = Literal["eth", "roce", "iwarp", "ib"]
@@ -39,9 +38,7 @@ Seconds = Annotated[
     BeforeValidator(parse_duration),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}]}),
 ]
-BitsPerSecond = Annotated[
-    float, BeforeValidator(parse_rate), WithJsonSchema({"type": "string"})
-]
+BitsPerSecond = Annotated[float, BeforeValidator(parse_rate), WithJsonSchema({"type": "string"})]
 Percent = Annotated[
     float,
     BeforeValidator(parse_percent),
@@ -112,12 +109,8 @@ class Workload(Strict):
     name: str | None = None
     rw: Annotated[list[ReadWrite], BeforeValidator(_as_list), Field(min_length=1)]
     bs: Annotated[list[Size], BeforeValidator(_as_list), Field(min_length=1)]
-    iodepth: Annotated[
-        list[Annotated[int, Field(ge=1, le=4096)]], BeforeValidator(_as_list)
-    ] = [1]
-    numjobs: Annotated[
-        list[Annotated[int, Field(ge=1, le=256)]], BeforeValidator(_as_list)
-    ] = [1]
+    iodepth: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], BeforeValidator(_as_list)] = [1]
+    numjobs: Annotated[list[Annotated[int, Field(ge=1, le=256)]], BeforeValidator(_as_list)] = [1]
     runtime: Seconds = 10.0
     verify: Literal["crc32c", "off"] = "off"
     transports: list[Transport] | None = None
@@ -139,6 +132,8 @@ class Projection(Strict):
     target_stack: Stack | None = None
     backend: Backend | None = None
     sessions: int | None = Field(None, ge=1, le=256)
+    header_digest: bool = False
+    data_digest: bool = False
 
 
 class Scenario(Strict):

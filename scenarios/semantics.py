@@ -54,8 +54,11 @@ def _names(items: list[str]) -> str:
 
 def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
     """Every consistency problem as (field path, message)."""
-    return list(_hosts(scenario)) + list(_links(scenario)) + list(_targets(scenario)) + list(
-        _workloads_and_projections(scenario)
+    return (
+        list(_hosts(scenario))
+        + list(_links(scenario))
+        + list(_targets(scenario))
+        + list(_workloads_and_projections(scenario))
     )
 
 
@@ -77,7 +80,10 @@ def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
         seen.add(name)
         for j, end in enumerate(link.endpoints):
             if end not in hosts:
-                yield f"links[{i}].endpoints[{j}]", f"{end!r} is not a host (hosts: {_names(hosts)})"
+                yield (
+                    f"links[{i}].endpoints[{j}]",
+                    f"{end!r} is not a host (hosts: {_names(hosts)})",
+                )
         if link.endpoints[0] == link.endpoints[1]:
             yield f"links[{i}].endpoints", "a link joins two different hosts"
         if link.fabric == "eth" and link.rdma_driver is not None:
@@ -115,8 +121,13 @@ def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 f"{where}.transport",
                 f"{target.transport!r} is not served by {target.stack} (use {', '.join(allowed)})",
             )
-        if (target.header_digest or target.data_digest) and target.transport not in DIGEST_TRANSPORTS:
-            yield f"{where}.header_digest", f"digests apply to {' and '.join(DIGEST_TRANSPORTS)} only"
+        if (
+            target.header_digest or target.data_digest
+        ) and target.transport not in DIGEST_TRANSPORTS:
+            yield (
+                f"{where}.header_digest",
+                f"digests apply to {' and '.join(DIGEST_TRANSPORTS)} only",
+            )
         if target.chap and target.transport not in CHAP_TRANSPORTS:
             yield f"{where}.chap", f"CHAP applies to {' and '.join(CHAP_TRANSPORTS)} only"
         if target.link is not None and target.link not in link_names:

@@ -1,0 +1,270 @@
+"""``sanlab model`` and ``sanlab calibrate``: wiring from scenarios to the models."""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+from sanlab.models.calibrate import (
+    evaluate,
+    fit,
+    holdouts,
+    load_raw,
+    mape,
+    table_for,
+    write_fit,
+)
+from sanlab.models.profile import load_profile, profile_names
+from sanlab.models.project import project
+from sanlab.models.published import Measured, calibration_dir, load_table
+from sanlab.models.report import match, text_table, write_chart, write_csv
+from sanlab.models.simulate import Settings
+from sanlab.scenarios.errors import SanlabError, ScenarioError
+from sanlab.scenarios.loader import load_scenario, parse_scenario
+from sanlab.scenarios.records import results_document
+from sanlab.scenarios.schema import FABRICS, STACKS, TRANSPORTS, Scenario
+
+DEFAULT_SCENARIO = "zeta-2016.yaml"
+POINT_OPTIONS = ("fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs")
+
+
+def _default_scenario() -> Scenario:
+    path = Path(str(resources.files("sanlab.scenarios") / DEFAULT_SCENARIO))
+    return load_scenario(path)
+
+
+def _one_point(opts: dict[str, Any]) -> Scenario:
+    """A scenario of one projection and one workload point, validated like a file."""
+    missing = [f"--{o.replace('_', '-')}" for o in POINT_OPTIONS if opts.get(o) is None]
+    if missing:
+        raise click.UsageError(f"--transport needs {', '.join(missing)} too")
+    projection = {
+        "profile": opts["profile"] or "modern-100g",
+        "transport": opts["transport"],
+        "fabric": opts["fabric"],
+        "link_gbps": opts["link_gbps"],
+        "header_digest": opts["header_digest"],
+        "data_digest": opts["data_digest"],
+    }
+    for key in ("mtu", "target_stack", "backend"):
+        if opts.get(key) is not None:
+            projection[key] = opts[key]
+    workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
+    data = {"name": "command-line", "workloads": [workload], "projections": [projection]}
+    return parse_scenario(data, "command line")
+
+
+def _published_for(scenario: Scenario) -> list[Measured]:
+    """Published rows for the scenario's profiles, when shared/calibration is at hand."""
+    rows: list[Measured] = []
+    for name in dict.fromkeys(p.profile for p in scenario.projections):
+        table = load_profile(name).calibration.get("data")
+        if not table:
+            continue
+        try:
+            rows += load_table(calibration_dir() / table, name)
+        except SanlabError:
+            click.echo(
+                "note: published tables not found; showing projections only "
+                "(set SANLAB_CALIBRATION to compare)",
+                err=True,
+            )
+            return []
+    return rows
+
+
+@click.command()
+@click.argument("scenario", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--transport",
+    type=click.Choice(TRANSPORTS),
+    help="Project one point (needs the options below).",
+)
+@click.option("--fabric", type=click.Choice(FABRICS))
+@click.option("--link-gbps", type=float)
+@click.option("--mtu", type=int)
+@click.option("--rw", type=click.Choice(["randread", "randwrite", "read", "write"]))
+@click.option("--bs", help="Block size: 512, 4k, 64k, 1m.")
+@click.option("--iodepth", type=int)
+@click.option("--numjobs", type=int)
+@click.option(
+    "--target-stack", type=click.Choice(STACKS), help="Default: lio (SCSI), nvmet (NVMe)."
+)
+@click.option("--backend", type=click.Choice(["null", "ramdisk", "nvme"]), help="Default: ramdisk.")
+@click.option("--header-digest", is_flag=True)
+@click.option("--data-digest", is_flag=True)
+@click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else."
+)
+@click.option(
+    "--report",
+    type=click.Path(path_type=Path),
+    help="Also write table.txt, cells.csv, chart.png here.",
+)
+def model(
+    scenario: Path | None, as_json: bool, report: Path | None, seed: int, **opts: Any
+) -> None:
+    """Project a scenario (default: Zeta 2016) or one point onto real hardware.
+
+    The figures are projections of a calibrated discrete-event model, not
+    measurements; tables show the published value and error where one exists.
+
+    \b
+    Examples:
+      sanlab model                                   # Zeta 2016, beside the published table
+      sanlab model scenarios/starwind-2024.yaml --report out/
+      sanlab model --transport nvme-tcp --fabric eth --link-gbps 100 \\
+                   --rw randread --bs 4k --iodepth 32 --numjobs 8 --json
+    """
+    try:
+        if opts["transport"]:
+            if scenario:
+                raise click.UsageError("give a SCENARIO or --transport, not both")
+            chosen = _one_point(opts)
+        else:
+            given = [f"--{k.replace('_', '-')}" for k in POINT_OPTIONS if opts.get(k) is not None]
+            if given:
+                raise click.UsageError(f"{', '.join(given)} need --transport")
+            chosen = load_scenario(scenario) if scenario else _default_scenario()
+            if opts["profile"]:
+                chosen = chosen.model_copy(
+                    update={
+                        "projections": [
+                            p.model_copy(update={"profile": opts["profile"]})
+                            for p in chosen.projections
+                        ]
+                    }
+                )
+        progress = _progress_bar() if not as_json else None
+        results = project(chosen, Settings(seed=seed), progress)
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(1)
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+    records = [r for _, r in results]
+    if as_json:
+        click.echo(json.dumps(results_document(records), indent=2))
+        return
+    cells = match([(job.label, r) for job, r in results], _published_for(chosen))
+    title = f"{chosen.name}: projected by the sanlab model (seed {seed}) - not measured"
+    table = text_table(cells, title)
+    click.echo(table)
+    if report:
+        report.mkdir(parents=True, exist_ok=True)
+        (report / "table.txt").write_text(table)
+        write_csv(cells, report / "cells.csv")
+        write_chart(cells, report / "chart.png", title)
+        (report / "results.json").write_text(json.dumps(results_document(records), indent=2))
+        click.echo(f"report written to {report}/ (table.txt, cells.csv, chart.png, results.json)")
+
+
+def _progress_bar():  # type: ignore[no-untyped-def]
+    if not sys.stderr.isatty():
+        return None
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = click.progressbar(length=total, label="projecting", file=sys.stderr)
+            bar.__enter__()
+            state["bar"] = bar
+        bar.update(1)
+        if done == total:
+            bar.__exit__(None, None, None)
+
+    return update
+
+
+@click.command()
+@click.argument("profiles", nargs=-1)
+@click.option("--data", type=click.Path(path_type=Path), help="Folder of the published CSV tables.")
+@click.option(
+    "--write", is_flag=True, help="Write the fitted values to models/profiles/NAME.fit.yaml."
+)
+@click.option("--cross-validate/--no-cross-validate", default=True, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+def calibrate(
+    profiles: tuple[str, ...], data: Path | None, write: bool, cross_validate: bool, seed: int
+) -> None:
+    """Fit PROFILES' physical parameters to the published tables (default: all that have one).
+
+    \b
+    Example:
+      sanlab calibrate zeta-2016 --data ../shared/calibration --write
+    """
+    names = list(profiles) or [
+        n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")
+    ]
+    try:
+        for name in names:
+            _calibrate_one(name, data, write, cross_validate, seed)
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _calibrate_one(
+    name: str, data: Path | None, write: bool, cross_validate: bool, seed: int
+) -> None:
+    raw = load_raw(name)
+    rows = table_for(raw, data)
+    click.echo(
+        f"== {name}: fitting {len(raw['calibration']['fit'])} parameters to {len(rows)} cells"
+    )
+    result = fit(raw, rows)
+    for param, value in result.params.items():
+        flag = "  (at its physical bound)" if param in result.at_bound else ""
+        click.echo(f"  {param:<48} {value:>10.4g}{flag}")
+    cells = evaluate(result.profile, rows, seed)
+    network = [c for c in cells if c.row.point.transport != "local"]
+    for c in cells:
+        lat = c.latency_error
+        click.echo(
+            f"  {c.row.label:<44} published {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
+            f"{100 * c.iops_error:+6.1f}%"
+            + (f"  lat {100 * lat:+6.1f}%" if lat is not None else "")
+            + f"  [{c.bottleneck}]"
+        )
+    summary: dict[str, Any] = {
+        "fitted_parameters": len(result.params),
+        "cells": len(rows),
+        "network_cells": len(network),
+        "iops_mape_pct": round(mape([c.iops_error for c in network]), 2),
+    }
+    lat_mape = mape([c.latency_error for c in network])
+    if lat_mape == lat_mape:  # not NaN
+        summary["lat_mape_pct"] = round(lat_mape, 2)
+    click.echo(
+        f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
+        + (
+            f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%"
+            if "lat_mape_pct" in summary
+            else ""
+        )
+    )
+    if cross_validate:
+        summary["cross_validation"] = {}
+        for label, use in holdouts(rows):
+            held = fit(raw, rows, use)
+            unseen = [r for r in rows if not use(r) and r.point.transport != "local"]
+            errors = evaluate(held.profile, unseen, seed)
+            score = round(mape([c.iops_error for c in errors]), 2)
+            summary["cross_validation"][label] = score
+            note = (
+                f" (no training cell constrains {', '.join(held.unconstrained)})"
+                if held.unconstrained
+                else ""
+            )
+            click.echo(
+                f"  cross-validation: {label}: IOPS MAPE {score:.1f}% on {len(unseen)} cells{note}"
+            )
+    if write:
+        click.echo(f"  wrote {write_fit(name, result, summary)}")

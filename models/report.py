@@ -1,0 +1,212 @@
+"""Set projections beside published measurements: text, CSV and PNG charts.
+
+The published values come from shared/calibration (read by ``published``);
+this module only matches rows by their workload point and does arithmetic.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sanlab.models.published import Measured
+from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.sizes import format_size
+
+
+@dataclass(frozen=True)
+class Cell:
+    label: str
+    record: ResultRecord
+    measured: Measured | None
+
+    @property
+    def iops_error(self) -> float | None:
+        if self.measured is None or self.record.iops is None:
+            return None
+        return self.record.iops / self.measured.iops - 1
+
+    @property
+    def latency_error(self) -> float | None:
+        m = self.measured
+        if m is None or m.lat_mean_us is None or self.record.lat_mean_us is None:
+            return None
+        return self.record.lat_mean_us / m.lat_mean_us - 1
+
+
+def _key(transport: str, fabric: str, gbps: float, rw: str, bs: int, qd: int, nj: int) -> tuple:
+    return (transport, fabric, round(gbps, 2), rw, bs, qd, nj)
+
+
+def match(labelled: Sequence[tuple[str, ResultRecord]], table: Sequence[Measured]) -> list[Cell]:
+    """Pair each projected record with the published row of the same point."""
+    index = {
+        _key(
+            m.point.transport,
+            m.point.fabric,
+            m.point.link_gbps,
+            m.point.rw,
+            m.point.bs,
+            m.point.iodepth,
+            m.point.numjobs,
+        ): m
+        for m in table
+    }
+    cells = []
+    for label, r in labelled:
+        key = _key(r.transport, r.fabric, r.link_gbps, r.rw, r.bs, r.iodepth, r.numjobs)
+        cells.append(Cell(label, r, index.get(key)))
+    return cells
+
+
+def mape(errors: Sequence[float | None]) -> float | None:
+    known = [abs(e) for e in errors if e is not None]
+    return 100 * sum(known) / len(known) if known else None
+
+
+def text_table(cells: Sequence[Cell], title: str) -> str:
+    """A fixed-width table a terminal and a README can both show."""
+    out = io.StringIO()
+    out.write(f"{title}\n")
+    head = (
+        f"{'set-up':<22} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>10} {'MiB/s':>8} "
+        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14}"
+    )
+    compare = any(c.measured for c in cells)
+    if compare:
+        head += f" {'published':>10} {'err':>7} {'lat err':>8}"
+    out.write(head + "\n" + "-" * len(head) + "\n")
+    for c in cells:
+        r = c.record
+        line = (
+            f"{c.label[:22]:<22} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
+            f"{r.iops or 0:>10,.0f} {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} "
+            f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14}"
+        )
+        if compare:
+            if c.measured:
+                lat = c.latency_error
+                line += f" {c.measured.iops:>10,.0f} {100 * (c.iops_error or 0):>+6.1f}%"
+                line += f" {100 * lat:>+7.1f}%" if lat is not None else f" {'':>8}"
+            else:
+                line += f" {'-':>10}"
+        out.write(line + "\n")
+    if compare:
+        iops = mape([c.iops_error for c in cells])
+        lat = mape([c.latency_error for c in cells])
+        matched = sum(1 for c in cells if c.measured)
+        summary = f"{matched} cells matched a published value; IOPS MAPE {iops:.1f}%"
+        if lat is not None:
+            summary += f"; mean-latency MAPE {lat:.1f}%"
+        out.write(summary + "\n")
+    return out.getvalue()
+
+
+def write_csv(cells: Sequence[Cell], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "setup",
+                "transport",
+                "fabric",
+                "link_gbps",
+                "rw",
+                "bs",
+                "numjobs",
+                "iodepth",
+                "iops",
+                "iops_ci_low",
+                "iops_ci_high",
+                "bw_mibps",
+                "lat_mean_us",
+                "lat_p99_us",
+                "cpu_target_pct",
+                "cpu_initiator_pct",
+                "bottleneck",
+                "bound_iops",
+                "published_iops",
+                "iops_error_pct",
+                "published_lat_us",
+                "lat_error_pct",
+            ]
+        )
+        for c in cells:
+            r, m = c.record, c.measured
+            ci = r.iops_ci95 or (None, None)
+            err, lat_err = c.iops_error, c.latency_error
+            writer.writerow(
+                [
+                    c.label,
+                    r.transport,
+                    r.fabric,
+                    r.link_gbps,
+                    r.rw,
+                    r.bs,
+                    r.numjobs,
+                    r.iodepth,
+                    r.iops,
+                    ci[0],
+                    ci[1],
+                    r.bw_mibps,
+                    r.lat_mean_us,
+                    r.lat_p99_us,
+                    r.cpu_target_pct,
+                    r.cpu_initiator_pct,
+                    r.bottleneck,
+                    r.bound_iops,
+                    m.iops if m else "",
+                    f"{100 * err:.2f}" if err is not None else "",
+                    m.lat_mean_us if m and m.lat_mean_us else "",
+                    f"{100 * lat_err:.2f}" if lat_err is not None else "",
+                ]
+            )
+
+
+def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
+    """Grouped bars of projected IOPS per set-up and point, published values as dots."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(dict.fromkeys(c.label for c in cells))
+    points = list(
+        dict.fromkeys(
+            f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
+            for c in cells
+        )
+    )
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(points) * max(1, len(groups)) / 2), 5))
+    width = 0.8 / max(1, len(groups))
+    for g, group in enumerate(groups):
+        xs, ys, pub_x, pub_y = [], [], [], []
+        for c in cells:
+            if c.label != group:
+                continue
+            name = (
+                f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
+            )
+            x = points.index(name) + g * width - 0.4 + width / 2
+            xs.append(x)
+            ys.append(c.record.iops or 0)
+            if c.measured:
+                pub_x.append(x)
+                pub_y.append(c.measured.iops)
+        ax.bar(xs, ys, width, label=f"{group} (projected)")
+        if pub_x:
+            ax.scatter(
+                pub_x, pub_y, color="black", s=14, zorder=3, label="published" if g == 0 else None
+            )
+    ax.set_xticks(range(len(points)))
+    ax.set_xticklabels(points, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("IOPS")
+    ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
