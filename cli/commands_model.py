@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+
 from sanlab.models.calibrate import (
     evaluate,
     fit,
@@ -91,25 +92,19 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--bs", help="Block size: 512, 4k, 64k, 1m.")
 @click.option("--iodepth", type=int)
 @click.option("--numjobs", type=int)
-@click.option(
-    "--target-stack", type=click.Choice(STACKS), help="Default: lio (SCSI), nvmet (NVMe)."
-)
+@click.option("--target-stack", type=click.Choice(STACKS), help="Default: lio (SCSI), nvmet (NVMe).")
 @click.option("--backend", type=click.Choice(["null", "ramdisk", "nvme"]), help="Default: ramdisk.")
 @click.option("--header-digest", is_flag=True)
 @click.option("--data-digest", is_flag=True)
 @click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
 @click.option("--seed", type=int, default=1, show_default=True)
-@click.option(
-    "--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else."
-)
+@click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
 @click.option(
     "--report",
     type=click.Path(path_type=Path),
     help="Also write table.txt, cells.csv, chart.png here.",
 )
-def model(
-    scenario: Path | None, as_json: bool, report: Path | None, seed: int, **opts: Any
-) -> None:
+def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, **opts: Any) -> None:
     """Project a scenario (default: Zeta 2016) or one point onto real hardware.
 
     The figures are projections of a calibrated discrete-event model, not
@@ -136,8 +131,7 @@ def model(
                 chosen = chosen.model_copy(
                     update={
                         "projections": [
-                            p.model_copy(update={"profile": opts["profile"]})
-                            for p in chosen.projections
+                            p.model_copy(update={"profile": opts["profile"]}) for p in chosen.projections
                         ]
                     }
                 )
@@ -187,9 +181,7 @@ def _progress_bar():  # type: ignore[no-untyped-def]
 @click.command()
 @click.argument("profiles", nargs=-1)
 @click.option("--data", type=click.Path(path_type=Path), help="Folder of the published CSV tables.")
-@click.option(
-    "--write", is_flag=True, help="Write the fitted values to models/profiles/NAME.fit.yaml."
-)
+@click.option("--write", is_flag=True, help="Write the fitted values to models/profiles/NAME.fit.yaml.")
 @click.option("--cross-validate/--no-cross-validate", default=True, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 def calibrate(
@@ -201,9 +193,7 @@ def calibrate(
     Example:
       sanlab calibrate zeta-2016 --data ../shared/calibration --write
     """
-    names = list(profiles) or [
-        n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")
-    ]
+    names = list(profiles) or [n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")]
     try:
         for name in names:
             _calibrate_one(name, data, write, cross_validate, seed)
@@ -211,14 +201,10 @@ def calibrate(
         raise click.ClickException(str(exc)) from None
 
 
-def _calibrate_one(
-    name: str, data: Path | None, write: bool, cross_validate: bool, seed: int
-) -> None:
+def _calibrate_one(name: str, data: Path | None, write: bool, cross_validate: bool, seed: int) -> None:
     raw = load_raw(name)
     rows = table_for(raw, data)
-    click.echo(
-        f"== {name}: fitting {len(raw['calibration']['fit'])} parameters to {len(rows)} cells"
-    )
+    click.echo(f"== {name}: fitting {len(raw['calibration']['fit'])} parameters to {len(rows)} cells")
     result = fit(raw, rows)
     for param, value in result.params.items():
         flag = "  (at its physical bound)" if param in result.at_bound else ""
@@ -244,11 +230,7 @@ def _calibrate_one(
         summary["lat_mape_pct"] = round(lat_mape, 2)
     click.echo(
         f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
-        + (
-            f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%"
-            if "lat_mape_pct" in summary
-            else ""
-        )
+        + (f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%" if "lat_mape_pct" in summary else "")
     )
     if cross_validate:
         summary["cross_validation"] = {}
@@ -263,8 +245,6 @@ def _calibrate_one(
                 if held.unconstrained
                 else ""
             )
-            click.echo(
-                f"  cross-validation: {label}: IOPS MAPE {score:.1f}% on {len(unseen)} cells{note}"
-            )
+            click.echo(f"  cross-validation: {label}: IOPS MAPE {score:.1f}% on {len(unseen)} cells{note}")
     if write:
         click.echo(f"  wrote {write_fit(name, result, summary)}")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import click
+
 from sanlab.models.profile import check_projection_profiles
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import load_scenario

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from sanlab import __version__
 from sanlab.commands_model import calibrate, model
 from sanlab.commands_pending import analyze, dissectors, images, lab, run

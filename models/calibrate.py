@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 import yaml
+from scipy.optimize import least_squares
+
 from sanlab.models import mva
 from sanlab.models.network import build
 from sanlab.models.params import get_param, set_param
@@ -29,7 +31,6 @@ from sanlab.models.profile import Profile, _inherit, clear_cache, fit_path, prof
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
-from scipy.optimize import least_squares
 
 LATENCY_WEIGHT = 0.5
 
@@ -52,9 +53,7 @@ def fit_parameters(raw: dict[str, Any]) -> tuple[list[str], list[float], list[fl
     """
     entries = raw.get("calibration", {}).get("fit") or {}
     if not isinstance(entries, dict) or not entries:
-        raise SanlabError(
-            f"profile {raw.get('name')}: calibration.fit must map parameters to [low, high]"
-        )
+        raise SanlabError(f"profile {raw.get('name')}: calibration.fit must map parameters to [low, high]")
     names, lower, upper = [], [], []
     for name, bounds in entries.items():
         if not (isinstance(bounds, list) and len(bounds) == 2 and 0 < bounds[0] < bounds[1]):
@@ -79,9 +78,7 @@ def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
     return np.array(out)
 
 
-def fit(
-    raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True
-) -> Fit:
+def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True) -> Fit:
     """Fit ``raw['calibration']['fit']`` on the rows ``use`` accepts."""
     names, lower, upper = fit_parameters(raw)
     used = [r for r in rows if use(r)]

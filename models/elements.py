@@ -45,9 +45,7 @@ class Jitter:
 class Server:
     """``servers`` identical clerks in front of one FIFO queue."""
 
-    def __init__(
-        self, env: simpy.Environment, name: str, servers: int, demand: float, jitter: Jitter
-    ):
+    def __init__(self, env: simpy.Environment, name: str, servers: int, demand: float, jitter: Jitter):
         self.env, self.name, self.demand, self.jitter = env, name, demand, jitter
         self.free = servers
         self.queue: deque[Any] = deque()

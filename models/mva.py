@@ -40,8 +40,6 @@ def solve(net: Network) -> Solution:
         cycle = delay + sum(residence)
         throughput = n / cycle
         lengths = [throughput * r for r in residence]
-    utilisation = {
-        s.name: throughput * s.demand_us / s.servers for s in net.stations if s.kind == "queue"
-    }
+    utilisation = {s.name: throughput * s.demand_us / s.servers for s in net.stations if s.kind == "queue"}
     bottleneck = max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency"
     return Solution(throughput * 1e6 / net.split, n_customers / throughput, utilisation, bottleneck)

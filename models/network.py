@@ -123,9 +123,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     nic = prof.nic_for(point.fabric, point.link_gbps)
     mtu = point.mtu or nic.mtu
     stack = (
-        "local"
-        if point.transport == "local"
-        else point.target_stack or _default_stack(prof, point.transport)
+        "local" if point.transport == "local" else point.target_stack or _default_stack(prof, point.transport)
     )
     cost = stack_cost(prof, stack, point.transport)
     params = ProtocolParams(**prof.protocol).with_(
@@ -174,9 +172,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         )
         stations.insert(
             4,
-            Station(
-                "target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"
-            ),
+            Station("target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"),
         )
     stations = [s for s in stations if s.demand_us > 0]
     return Network(

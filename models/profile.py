@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from sanlab.models.params import set_param
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
@@ -45,9 +46,7 @@ class Nic(_Strict):
     toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
     mtu: int = 1500
     one_way_us: float = Field(2.0, ge=0, description="NIC + wire + switch latency, one way")
-    host_kcycles_per_packet: float = Field(
-        1.0, ge=0, description="host CPU per frame (software TCP)"
-    )
+    host_kcycles_per_packet: float = Field(1.0, ge=0, description="host CPU per frame (software TCP)")
     pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
 
 
@@ -110,9 +109,7 @@ class Profile(_Strict):
         for nic in self.nics:
             if fabric in nic.fabrics:
                 return nic
-        have = "; ".join(
-            f"{n.name}: {'/'.join(n.fabrics)} at {n.link_gbps} Gb/s" for n in self.nics
-        )
+        have = "; ".join(f"{n.name}: {'/'.join(n.fabrics)} at {n.link_gbps} Gb/s" for n in self.nics)
         raise ScenarioError(
             [Problem(f"profile {self.name}", "nics", f"no NIC for fabric {fabric!r} (has {have})")]
         )
@@ -206,9 +203,7 @@ def _inherit(data: Any, source: str) -> Any:
             nic, f"nics[{i}]", lambda o, n=name: next((x for x in o.nics if x.name == n), None)
         )
     for key, backend in (data.get("backends") or {}).items():
-        data["backends"][key] = resolve(
-            backend, f"backends.{key}", lambda o, k=key: o.backends.get(k)
-        )
+        data["backends"][key] = resolve(backend, f"backends.{key}", lambda o, k=key: o.backends.get(k))
     return data
 
 

@@ -176,8 +176,7 @@ def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
     groups = list(dict.fromkeys(c.label for c in cells))
     points = list(
         dict.fromkeys(
-            f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
-            for c in cells
+            f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}" for c in cells
         )
     )
     fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(points) * max(1, len(groups)) / 2), 5))
@@ -187,9 +186,7 @@ def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
         for c in cells:
             if c.label != group:
                 continue
-            name = (
-                f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
-            )
+            name = f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
             x = points.index(name) + g * width - 0.4 + width / 2
             xs.append(x)
             ys.append(c.record.iops or 0)
@@ -198,9 +195,7 @@ def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
                 pub_y.append(c.measured.iops)
         ax.bar(xs, ys, width, label=f"{group} (projected)")
         if pub_x:
-            ax.scatter(
-                pub_x, pub_y, color="black", s=14, zorder=3, label="published" if g == 0 else None
-            )
+            ax.scatter(pub_x, pub_y, color="black", s=14, zorder=3, label="published" if g == 0 else None)
     ax.set_xticks(range(len(points)))
     ax.set_xticklabels(points, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("IOPS")

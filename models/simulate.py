@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import simpy
+
 from sanlab.models.elements import Delay, Jitter, Server
 from sanlab.models.network import Network
 
@@ -101,11 +102,7 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     elapsed = env.now - state["measure_from"]
     rates = np.array(batch_rates)
     mean_rate = float(rates.mean())
-    half = (
-        _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates))
-        if len(rates) > 1
-        else 0.0
-    )
+    half = _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates)) if len(rates) > 1 else 0.0
     busy0 = state["busy_at_measure"] or [0.0] * len(elements)
     utilisation = {}
     cpu = {"initiator": 0.0, "target": 0.0}

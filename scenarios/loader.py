@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import check_scenario
@@ -55,29 +56,32 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
+def _shown(value: Any) -> str:
+    """A value as the user wrote it in YAML: null, not Python's None."""
+    return "null" if value is None else repr(value)
+
+
 def _describe(error: Any, root: type[BaseModel]) -> str:
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
         owner = _model_at(root, tuple(error["loc"][:-1]))
         allowed = ", ".join(owner.model_fields) if owner else "see scenarios/schema.json"
-        return f"unknown field {error['loc'][-1]!r} (allowed: {allowed})"
+        return f"unknown field (allowed: {allowed})"
     if kind == "missing":
         return "is required"
     if kind == "literal_error":
-        return f"{value!r} is not allowed (use {error['ctx']['expected']})"
+        return f"{_shown(value)} is not allowed (use {error['ctx']['expected']})"
     if kind == "value_error":
         return str(error["msg"]).removeprefix("Value error, ")
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not a valid name (lower-case letters, digits and '-')"
-    return f"{value!r}: {error['msg']}"
+    return f"{_shown(value)}: {error['msg']}"
 
 
 def problems_from(error: ValidationError, source: str, root: type[BaseModel]) -> list[Problem]:
     """Turn pydantic's errors into one Problem per mistake."""
-    return [
-        Problem(source, field_path(tuple(e["loc"])), _describe(e, root)) for e in error.errors()
-    ]
+    return [Problem(source, field_path(tuple(e["loc"])), _describe(e, root)) for e in error.errors()]
 
 
 def read_yaml(path: Path) -> Any:

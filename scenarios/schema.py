@@ -16,6 +16,7 @@ import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
 from sanlab.scenarios.sizes import parse_duration, parse_percent, parse_rate, parse_size
 
 Fabric = Literal["eth", "roce", "iwarp", "ib"]
@@ -45,6 +46,11 @@ Percent = Annotated[
     WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}]}),
 ]
 HostName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+
+
+def _yaml_null_is_null_device(value: Any) -> Any:
+    """``backstore: null`` means the null device, though YAML reads it as nothing."""
+    return "null" if value is None else value
 
 
 def _as_list(value: Any) -> Any:
@@ -95,7 +101,7 @@ class Target(Strict):
     stack: Stack
     transport: Transport
     link: HostName | None = None
-    backstore: Backstore = "ramdisk"
+    backstore: Annotated[Backstore, BeforeValidator(_yaml_null_is_null_device)] = "ramdisk"
     size: Size = 64 << 20
     luns: int = Field(1, ge=1, le=16)
     header_digest: bool = False
@@ -130,7 +136,7 @@ class Projection(Strict):
     link_gbps: float | None = Field(None, gt=0, le=800)
     mtu: int | None = Field(None, ge=576, le=9000)
     target_stack: Stack | None = None
-    backend: Backend | None = None
+    backend: Annotated[Backend | None, BeforeValidator(_yaml_null_is_null_device)] = None
     sessions: int | None = Field(None, ge=1, le=256)
     header_digest: bool = False
     data_digest: bool = False
@@ -144,7 +150,7 @@ class Scenario(Strict):
     hosts: list[Host] = []
     links: list[Link] = []
     targets: list[Target] = []
-    workloads: list[Workload] = Field(min_length=1)
+    workloads: list[Workload] = []
     capture: bool = False
     projections: list[Projection] = []
 

@@ -54,10 +54,11 @@ def _names(items: list[str]) -> str:
 
 def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
     """Every consistency problem as (field path, message)."""
+    link_problems = list(_links(scenario))
     return (
         list(_hosts(scenario))
-        + list(_links(scenario))
-        + list(_targets(scenario))
+        + link_problems
+        + list(_targets(scenario, links_ok=not link_problems))
         + list(_workloads_and_projections(scenario))
     )
 
@@ -68,6 +69,11 @@ def _hosts(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if host.name in seen:
             yield f"hosts[{i}].name", f"{host.name!r} is declared twice (host names are unique)"
         seen.add(host.name)
+    named: set[str] = set()
+    for i, target in enumerate(scenario.targets):
+        if target.name and target.name in named:
+            yield f"targets[{i}].name", f"{target.name!r} is declared twice (target names are unique)"
+        named.add(target.name or "")
 
 
 def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
@@ -100,7 +106,8 @@ def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
             )
 
 
-def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
+def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
+    """Target problems; when a link is itself broken, what follows from it is not repeated."""
     roles = {h.name: h.role for h in scenario.hosts}
     link_names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
     for i, target in enumerate(scenario.targets):
@@ -112,8 +119,7 @@ def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if target.stack not in EMULATED_STACKS:
             yield (
                 f"{where}.stack",
-                f"{target.stack!r} is for projections only (emulated stacks: "
-                f"{', '.join(EMULATED_STACKS)})",
+                f"{target.stack!r} is for projections only (emulated stacks: {', '.join(EMULATED_STACKS)})",
             )
         allowed = STACK_TRANSPORTS[target.stack]
         if target.transport not in allowed:
@@ -121,9 +127,7 @@ def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 f"{where}.transport",
                 f"{target.transport!r} is not served by {target.stack} (use {', '.join(allowed)})",
             )
-        if (
-            target.header_digest or target.data_digest
-        ) and target.transport not in DIGEST_TRANSPORTS:
+        if (target.header_digest or target.data_digest) and target.transport not in DIGEST_TRANSPORTS:
             yield (
                 f"{where}.header_digest",
                 f"digests apply to {' and '.join(DIGEST_TRANSPORTS)} only",
@@ -135,7 +139,7 @@ def _targets(scenario: Scenario) -> Iterator[tuple[str, str]]:
             continue
         found = target_link(scenario, target)
         if found is None:
-            if target.host in roles:
+            if target.host in roles and links_ok:
                 yield f"{where}.link", f"cannot tell which link {target.host!r} serves on: name one"
             continue
         index, link = found
@@ -159,10 +163,10 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if transport and projection.target_stack:
             allowed = STACK_TRANSPORTS[projection.target_stack]
             if transport not in allowed:
+                serving = ", ".join(s for s, served in STACK_TRANSPORTS.items() if transport in served)
                 yield (
                     f"{where}.target_stack",
-                    f"{projection.target_stack!r} does not serve {transport!r} "
-                    f"(for {transport} use {', '.join(s for s, t in STACK_TRANSPORTS.items() if transport in t)})",
+                    f"{projection.target_stack!r} does not serve {transport!r} (use {serving})",
                 )
         if transport in RDMA_TRANSPORTS and projection.fabric == "eth":
             yield f"{where}.fabric", f"{transport!r} needs an RDMA fabric (use roce, iwarp or ib)"

@@ -1,0 +1,114 @@
+"""The command line: help with examples, version, and the JSON contract."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from sanlab import __version__
+from sanlab.main import cli
+
+COMMANDS = ["validate", "model", "calibrate", "run", "lab", "analyze", "images", "dissectors"]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_version():
+    result = invoke("--version")
+    assert result.exit_code == 0 and __version__ in result.output
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_shows_a_real_example(command):
+    result = invoke(command, "--help")
+    assert result.exit_code == 0
+    assert "Example" in result.output and f"sanlab {command}" in result.output
+
+
+def test_model_json_prints_only_the_document():
+    result = CliRunner().invoke(
+        cli,
+        [
+            "model",
+            "--transport",
+            "nvme-tcp",
+            "--fabric",
+            "eth",
+            "--link-gbps",
+            "25",
+            "--rw",
+            "randread",
+            "--bs",
+            "4k",
+            "--iodepth",
+            "8",
+            "--numjobs",
+            "2",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    (record,) = document["results"]
+    assert record["mode"] == "projected" and record["target_stack"] == "nvmet"
+    assert record["transport"] == "nvme-tcp" and record["bs"] == 4096 and record["link_gbps"] == 25
+    assert record["iops"] > 0 and record["iops"] <= record["bound_iops"]
+
+
+def test_model_point_needs_all_options():
+    result = invoke("model", "--transport", "iser", "--fabric", "roce")
+    assert result.exit_code == 2 and "--link-gbps" in result.output
+
+
+def test_model_bad_size_is_named():
+    result = invoke(
+        "model",
+        "--transport",
+        "iser",
+        "--fabric",
+        "roce",
+        "--link-gbps",
+        "40",
+        "--rw",
+        "randread",
+        "--bs",
+        "5q",
+        "--iodepth",
+        "1",
+        "--numjobs",
+        "1",
+    )
+    assert result.exit_code == 1
+    assert "command line: workloads[0].bs[0]: '5q' is not a size" in result.output
+
+
+def test_model_impossible_combination():
+    result = invoke(
+        "model",
+        "--transport",
+        "srp",
+        "--fabric",
+        "iwarp",
+        "--link-gbps",
+        "40",
+        "--rw",
+        "randread",
+        "--bs",
+        "4k",
+        "--iodepth",
+        "1",
+        "--numjobs",
+        "1",
+    )
+    assert result.exit_code == 1 and "SRP runs over InfiniBand and RoCE, not iWARP" in result.output
+
+
+@pytest.mark.parametrize("command", ["run", "lab", "analyze"])
+def test_unbuilt_layers_say_so(command, tmp_path):
+    args = {"run": ["run", "x.yaml"], "lab": ["lab", "list"], "analyze": ["analyze", "x.pcap"]}[command]
+    result = invoke(*args)
+    assert result.exit_code != 0 and "not built yet" in result.output

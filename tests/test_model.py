@@ -1,0 +1,113 @@
+"""The projection model: bounds, determinism, queueing sanity, profile hygiene."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from sanlab.models import mva
+from sanlab.models.network import Point, build
+from sanlab.models.profile import Profile, load_profile, profile_path
+from sanlab.models.project import project_point
+from sanlab.models.simulate import Settings, simulate
+from sanlab.scenarios.errors import ScenarioError
+
+LINK_BOUND = Point("iser", "roce", 40, "randread", 65536, 32, 1, profile="zeta-2016")
+CPU_BOUND = Point("nvme-tcp", "eth", 100, "randread", 4096, 16, 4)
+
+
+def test_never_above_the_wire_bound_and_reaches_it_when_link_bound():
+    record = project_point(LINK_BOUND)
+    assert record.iops <= record.bound_iops
+    assert record.iops >= 0.97 * record.bound_iops
+    assert record.bottleneck == "link-in"
+
+
+@pytest.mark.parametrize("transport,fabric", [("iscsi", "eth"), ("srp", "ib"), ("nvme-rdma", "iwarp")])
+def test_bound_holds_for_large_sequential_io(transport, fabric):
+    record = project_point(Point(transport, fabric, 10, "read", 1 << 20, 8, 2))
+    assert 0 < record.iops <= record.bound_iops
+
+
+def test_deterministic_for_a_seed():
+    a = project_point(CPU_BOUND, Settings(seed=7))
+    b = project_point(CPU_BOUND, Settings(seed=7))
+    c = project_point(CPU_BOUND, Settings(seed=8))
+    assert a == b
+    assert a.iops != c.iops
+
+
+def test_confidence_interval_contains_estimate_and_is_tight():
+    record = project_point(CPU_BOUND)
+    low, high = record.iops_ci95
+    assert low <= record.iops <= high
+    assert (high - low) / record.iops < 0.05
+
+
+def test_littles_law():
+    sim = simulate(build(CPU_BOUND))
+    assert sim.lat_mean_us == pytest.approx(CPU_BOUND.outstanding / sim.iops * 1e6, rel=0.03)
+
+
+def test_simulation_agrees_with_mva_at_depth():
+    net = build(CPU_BOUND)
+    assert simulate(net).iops == pytest.approx(mva.solve(net).iops, rel=0.05)
+
+
+def test_qd1_latency_is_the_sum_of_the_path():
+    net = build(Point("nvme-rdma", "roce", 100, "randread", 4096, 1, 1))
+    total = sum(s.demand_us for s in net.stations)
+    assert simulate(net, Settings(cv_scale=0)).lat_mean_us == pytest.approx(total, rel=1e-6)
+
+
+def test_more_link_means_no_less_throughput():
+    slow = project_point(Point("iser", "roce", 10, "randread", 65536, 32, 4))
+    fast = project_point(Point("iser", "roce", 100, "randread", 65536, 32, 4))
+    assert fast.iops > slow.iops
+
+
+def test_large_io_is_split_like_the_block_layer():
+    net = build(Point("nvme-rdma", "roce", 100, "read", 1 << 20, 2, 1, profile="starwind-2024"))
+    assert net.split == 8
+
+
+def test_cpu_is_reported_per_side():
+    record = project_point(CPU_BOUND)
+    assert 0 < record.cpu_initiator_pct <= 100 and 0 < record.cpu_target_pct <= 100
+
+
+def test_profile_refuses_typos(tmp_path):
+    data = yaml.safe_load(profile_path("zeta-2016").read_text())
+    data["target"]["coers"] = 8
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(ScenarioError, match=r"typo.yaml: target.coers: unknown field \(allowed: cpu, cores"):
+        load_profile(str(path))
+
+
+def test_every_profile_loads_and_has_a_nic_for_its_fabrics():
+    from sanlab.models.profile import profile_names
+
+    for name in profile_names():
+        profile = load_profile(name)
+        assert isinstance(profile, Profile)
+        for nic in profile.nics:
+            for fabric in nic.fabrics:
+                assert profile.nic_for(fabric, nic.link_gbps[0]) is not None
+
+
+def test_default_profile_projects_every_transport_and_fabric():
+    for transport, fabric in [
+        ("iscsi", "eth"),
+        ("iser", "roce"),
+        ("iser", "iwarp"),
+        ("iser", "ib"),
+        ("srp", "ib"),
+        ("srp", "roce"),
+        ("nvme-tcp", "eth"),
+        ("nvme-rdma", "roce"),
+        ("nvme-rdma", "iwarp"),
+        ("nvme-rdma", "ib"),
+    ]:
+        record = project_point(Point(transport, fabric, 100, "randwrite", 16384, 8, 2))
+        assert record.iops > 0 and record.lat_mean_us > 0, (transport, fabric)

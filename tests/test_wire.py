@@ -1,0 +1,97 @@
+"""Bytes per I/O against cases worked out by hand from wire-formats.md."""
+
+from __future__ import annotations
+
+import pytest
+
+from sanlab.models.transports import ProtocolParams, recipe, wire_bound_iops, wire_cost
+from sanlab.models.wire import data_rate_gbps, rdma_path_mtu, tcp_mss
+
+ETH = 14 + 4 + 20  # header + FCS + preamble/gap
+TCP = 20 + 32  # IPv4 + TCP with timestamps
+ROCE = ETH + 20 + 8 + 12 + 4  # + IPv4 + UDP + BTH + ICRC
+IB = 8 + 12 + 4 + 2  # LRH + BTH + ICRC + VCRC
+
+
+def test_mss_and_path_mtu():
+    assert tcp_mss(1500) == 1448 and tcp_mss(9000) == 8948
+    assert rdma_path_mtu(1500, "roce") == 1024
+    assert rdma_path_mtu(4200, "roce") == 4096
+    assert rdma_path_mtu(9000, "roce") == 4096
+    assert rdma_path_mtu(4096, "ib") == 4096
+
+
+def test_iscsi_read_4k_on_1500():
+    # out: SCSI Command (48) + one pure ACK for the 3-segment Data-In.
+    # in:  Data-In 48+4096 = 4144 bytes -> 1448 + 1448 + 1248; SCSI Response 48.
+    cost = wire_cost(recipe("iscsi", "randread", 4096), "eth", 1500)
+    assert cost.wire_out == (48 + TCP + ETH) + (TCP + ETH)
+    assert cost.wire_in == 2 * (1448 + TCP + ETH) + (1248 + TCP + ETH) + (48 + TCP + ETH)
+    assert cost.frames == 6 and cost.ack_frames == 1
+
+
+def test_iscsi_write_64k_lio_defaults_needs_r2t():
+    # LIO announces MaxRecvDataSegmentLength 8192: 8 KiB immediate, R2T, 7 Data-Out PDUs.
+    r = recipe("iscsi", "randwrite", 65536)
+    labels = [m.label for m in r.messages]
+    assert labels == ["scsi-cmd", "r2t"] + ["data-out"] * 7 + ["scsi-rsp"]
+    assert r.round_trips == 2
+    assert r.messages[0].size == 48 + 8192
+
+
+def test_iscsi_write_with_digests_and_no_initial_r2t():
+    p = ProtocolParams(target_mrdsl=1 << 20, initial_r2t=False, header_digest=True, data_digest=True)
+    r = recipe("iscsi", "write", 16384, p)
+    assert [m.size for m in r.messages] == [48 + 4 + 16384 + 4, 48 + 4]
+    assert r.round_trips == 1
+
+
+def test_iser_read_4k_on_roce_1500():
+    # SEND 28+48 out (+ACK in), RDMA WRITE 4 x 1024 in (RETH on the first, +ACK out),
+    # SEND response in (+ACK out).
+    cost = wire_cost(recipe("iser", "randread", 4096), "roce", 1500)
+    ack = ROCE + 4
+    assert cost.wire_out == (76 + ROCE) + ack + ack
+    assert cost.wire_in == ack + (1024 + ROCE + 16) + 3 * (1024 + ROCE) + (76 + ROCE)
+    assert cost.ack_frames == 3
+
+
+def test_srp_write_64k_on_fdr_uses_rdma_read():
+    cost = wire_cost(recipe("srp", "randwrite", 65536), "ib", 4096)
+    # out: SRP_CMD 64 + 16 READ-response packets (AETH on first and last); in: ACK of the
+    # command, READ request (RETH), SRP_RSP 36 (+ACK out).
+    assert cost.wire_out == (64 + IB) + 16 * (4096 + IB) + 2 * 4 + (IB + 4)
+    assert cost.wire_in == (IB + 4) + (IB + 16) + (36 + IB)
+
+
+def test_nvme_tcp_in_capsule_limit():
+    small = recipe("nvme-tcp", "randwrite", 16384)
+    big = recipe("nvme-tcp", "randwrite", 32768)
+    assert [m.label for m in small.messages] == ["capsule-cmd+data", "capsule-resp"]
+    assert [m.label for m in big.messages] == ["capsule-cmd", "r2t", "h2c-data", "capsule-resp"]
+    assert small.messages[0].size == 72 + 16384
+
+
+def test_nvme_rdma_inline_write_has_no_rdma_read():
+    assert [m.kind for m in recipe("nvme-rdma", "write", 4096).messages] == ["send", "send"]
+    assert "read_req" in [m.kind for m in recipe("nvme-rdma", "write", 8192).messages]
+
+
+def test_iwarp_fpdu_framing():
+    # One 4 KiB RDMA WRITE on MTU 1500: room per FPDU = 1448 - 16 - 4 = 1428 bytes.
+    cost = wire_cost(recipe("nvme-rdma", "read", 4096), "iwarp", 1500)
+    write_fpdus = [1428, 1428, 1240]
+    data_in = sum(16 + c + (-(16 + c) % 4) + 4 + TCP + ETH for c in write_fpdus)
+    assert cost.wire_in >= data_in
+
+
+def test_bound_is_rate_over_busier_direction():
+    cost = wire_cost(recipe("iser", "randread", 65536), "roce", 9000)
+    assert wire_bound_iops(cost, 40) == pytest.approx(40e9 / 8 / cost.wire_in)
+    assert cost.wire_in > cost.wire_out
+
+
+def test_infiniband_data_rates():
+    assert data_rate_gbps("ib", 56) == pytest.approx(54.55)
+    assert data_rate_gbps("ib", 40) == 32.0
+    assert data_rate_gbps("eth", 40) == 40.0
