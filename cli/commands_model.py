@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,7 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
         click.echo(f"report written to {report}/ (table.txt, cells.csv, chart.png, results.json)")
 
 
-def _progress_bar():  # type: ignore[no-untyped-def]
+def _progress_bar() -> Callable[[int, int], None] | None:
     if not sys.stderr.isatty():
         return None
     state: dict[str, Any] = {}

@@ -157,13 +157,12 @@ def holdouts(rows: Sequence[Measured]) -> list[tuple[str, Callable[[Measured], b
     speeds = sorted({r.point.link_gbps for r in rows if r.point.transport != "local"})
     if len(speeds) > 1:
         top = speeds[-1]
-        splits.append(
-            (
-                f"fit without the {top:g} Gb/s cells, predict them",
-                lambda r, top=top: r.point.link_gbps != top,
-            )
-        )
+        splits.append((f"fit without the {top:g} Gb/s cells, predict them", _not_at(top)))
     return splits
+
+
+def _not_at(gbps: float) -> Callable[[Measured], bool]:
+    return lambda row: row.point.link_gbps != gbps
 
 
 def load_raw(name: str) -> dict[str, Any]:

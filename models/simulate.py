@@ -48,6 +48,16 @@ class SimResult:
     completed: int
 
 
+class _Progress:
+    """Counters the completion callback updates while the run goes on."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.batch_start = 0.0
+        self.measure_from = 0.0
+        self.busy_at_measure: list[float] | None = None
+
+
 class _Io:
     __slots__ = ("start",)
 
@@ -73,19 +83,19 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     batch = cfg.batch_size or max(200, 4 * outstanding)
     latencies: list[float] = []
     batch_rates: list[float] = []
-    state = {"done": 0, "batch_start": 0.0, "measure_from": 0.0, "busy_at_measure": None}
+    state = _Progress()
     stop = env.event()
 
     def complete(io: _Io) -> None:
         now = env.now
         latencies.append(now - io.start)
-        state["done"] += 1
-        if state["done"] % batch == 0:
-            rate = batch / (now - state["batch_start"])
-            state["batch_start"] = now
-            if state["busy_at_measure"] is None:  # end of warm-up: discard it
-                state["busy_at_measure"] = [e.busy_time for e in elements]
-                state["measure_from"] = now
+        state.done += 1
+        if state.done % batch == 0:
+            rate = batch / (now - state.batch_start)
+            state.batch_start = now
+            if state.busy_at_measure is None:  # end of warm-up: discard it
+                state.busy_at_measure = [e.busy_time for e in elements]
+                state.measure_from = now
                 latencies.clear()
             else:
                 batch_rates.append(rate)
@@ -99,11 +109,11 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
         elements[0].put(_Io())
     env.run(until=stop)
 
-    elapsed = env.now - state["measure_from"]
+    elapsed = env.now - state.measure_from
     rates = np.array(batch_rates)
     mean_rate = float(rates.mean())
     half = _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates)) if len(rates) > 1 else 0.0
-    busy0 = state["busy_at_measure"] or [0.0] * len(elements)
+    busy0 = state.busy_at_measure or [0.0] * len(elements)
     utilisation = {}
     cpu = {"initiator": 0.0, "target": 0.0}
     for station, element, before in zip(net.stations, elements, busy0, strict=True):
@@ -124,7 +134,7 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
         utilisation=utilisation,
         cpu_pct=cpu,
         bottleneck=max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency",
-        completed=state["done"],
+        completed=state.done,
     )
 
 

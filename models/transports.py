@@ -102,6 +102,7 @@ def iscsi(rw: str, bs: int, p: ProtocolParams) -> Recipe:
 def _rdma_recipe(name: str, rw: str, bs: int, cmd: int, rsp: int, inline: int) -> Recipe:
     """The common shape of iSER, SRP and NVMe/RDMA: command SEND, data by the
     target's RDMA WRITE (reads) or RDMA READ (writes), response SEND."""
+    msgs: tuple[Message, ...]
     if rw == "read":
         msgs = (
             Message("out", "send", cmd, "cmd"),
@@ -140,6 +141,7 @@ def nvme_tcp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """NVMe/TCP: CapsuleCmd, C2HData or (in-capsule | R2T + H2CData), CapsuleResp."""
     hd = DIGEST if p.header_digest else 0
     dd = DIGEST if p.data_digest else 0
+    msgs: tuple[Message, ...]
     if rw == "read":
         msgs = (
             Message("out", "stream", NVME_TCP_CMD + hd, "capsule-cmd"),

@@ -1,0 +1,50 @@
+#!/bin/sh
+# mmdebstrap customize hook: runs on the host with the guest tree at $1.
+# Compiles siw.ko, installs sanlab's init and agent, keeps only the kernel
+# modules the lab needs, and strips what a guest never reads.
+set -eu
+root=$1
+here=$(dirname "$0")
+modules_list=$2
+kver=$(ls "$root/lib/modules" | head -n 1)
+echo "sanlab: guest kernel $kver"
+
+# --- siw.ko from Debian's linux-source, against the matching headers -------
+chroot "$root" sh -ec "
+  cd /tmp
+  tar -xaf /usr/src/linux-source-6.1.tar.xz linux-source-6.1/drivers/infiniband/sw/siw
+  make -s -C /usr/src/linux-headers-$kver M=/tmp/linux-source-6.1/drivers/infiniband/sw/siw \
+       CONFIG_RDMA_SIW=m modules
+  install -D -m 0644 /tmp/linux-source-6.1/drivers/infiniband/sw/siw/siw.ko /lib/modules/$kver/updates/siw.ko
+  rm -rf /tmp/linux-source-6.1
+  depmod $kver
+"
+echo "sanlab: built siw.ko"
+
+# --- keep only the modules the lab needs (and their dependencies) --------
+keep=$(mktemp)
+for m in $(cat "$modules_list"); do
+  chroot "$root" modprobe --show-depends -S "$kver" "$m" | awk '$1 == "insmod" {print $2}'
+done | sort -u > "$keep"
+find "$root/lib/modules/$kver" -name '*.ko*' | sed "s|^$root||" | sort > "$keep.all"
+comm -23 "$keep.all" "$keep" | sed "s|^|$root|" | xargs rm -f
+chroot "$root" depmod "$kver"
+echo "sanlab: kept $(wc -l < "$keep") kernel modules"
+rm -f "$keep" "$keep.all"
+
+# --- the build tools go; the kernel image is moved out by the packer -------
+build=$(chroot "$root" dpkg-query -W -f '${Package}\n' 'linux-headers-*' 'linux-kbuild-*' \
+        'linux-compiler-*' linux-source-6.1 gcc make libc6-dev xz-utils 2>/dev/null | tr '\n' ' ')
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q --autoremove $build >/dev/null
+chroot "$root" apt-get clean
+
+# --- sanlab's init and agent ----------------------------------------------
+install -m 0755 "$here/init" "$root/init"
+install -D -m 0755 "$here/agent.py" "$root/usr/lib/sanlab/agent.py"
+echo "$kver" > "$root/usr/lib/sanlab/kernel-version"
+
+# --- what a guest never reads ----------------------------------------------
+rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
+       "$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* \
+       "$root"/usr/share/zoneinfo "$root"/lib/firmware "$root"/usr/lib/firmware
+find "$root/usr/lib/python3" -name '__pycache__' -prune -exec rm -rf {} + 2>/dev/null || true
