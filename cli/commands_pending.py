@@ -30,21 +30,6 @@ def run(scenario: str, out: str | None, as_json: bool) -> None:
     _not_yet("run", "emulator and targets", 4)
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("action", type=click.Choice(["up", "exec", "console", "list", "down"]))
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def lab(action: str, args: tuple[str, ...]) -> None:
-    """Interactive labs: bring a scenario's VMs up, poke at them, tear down.
-
-    \b
-    Example:
-      sanlab lab up scenarios/pair-rxe.yaml
-      sanlab lab exec pair-rxe initiator -- rdma link
-      sanlab lab down pair-rxe
-    """
-    _not_yet("lab", "emulator", 3)
-
-
 @click.command()
 @click.argument("pcap", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the groups as JSON.")
@@ -56,18 +41,6 @@ def analyze(pcap: str, as_json: bool) -> None:
       sanlab analyze runs/smoke/iser-rxe.pcap --json
     """
     _not_yet("analyze", "dissectors", 6)
-
-
-@click.command()
-@click.argument("action", type=click.Choice(["build", "list", "clean"]))
-def images(action: str) -> None:
-    """Build, list or clean the cached guest images.
-
-    \b
-    Example:
-      sanlab images build
-    """
-    _not_yet("images", "guest image", 3)
 
 
 @click.command()

@@ -6,8 +6,9 @@ import click
 
 from sanlab import __version__
 from sanlab.commands_model import calibrate, model
-from sanlab.commands_pending import analyze, dissectors, images, lab, run
-from sanlab.commands_validate import validate
+from sanlab.commands_lab import images, lab
+from sanlab.commands_pending import analyze, dissectors, run
+from sanlab.validation import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -6,8 +6,15 @@ set -eu
 root=$1
 here=$(dirname "$0")
 modules_list=$2
+build_packages=$3
 kver=$(ls "$root/lib/modules" | head -n 1)
 echo "sanlab: guest kernel $kver"
+# Remember what the guest has, so the build tools can leave without a trace.
+before=$(mktemp)
+chroot "$root" dpkg-query -W -f '${Package}\n' | sort > "$before"
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  $build_packages >/dev/null
+echo "sanlab: installed build tools ($build_packages)"
 
 # --- siw.ko from Debian's linux-source, against the matching headers -------
 chroot "$root" sh -ec "
@@ -15,6 +22,7 @@ chroot "$root" sh -ec "
   tar -xaf /usr/src/linux-source-6.1.tar.xz linux-source-6.1/drivers/infiniband/sw/siw
   make -s -C /usr/src/linux-headers-$kver M=/tmp/linux-source-6.1/drivers/infiniband/sw/siw \
        CONFIG_RDMA_SIW=m modules
+  strip --strip-debug /tmp/linux-source-6.1/drivers/infiniband/sw/siw/siw.ko
   install -D -m 0644 /tmp/linux-source-6.1/drivers/infiniband/sw/siw/siw.ko /lib/modules/$kver/updates/siw.ko
   rm -rf /tmp/linux-source-6.1
   depmod $kver
@@ -33,9 +41,10 @@ echo "sanlab: kept $(wc -l < "$keep") kernel modules"
 rm -f "$keep" "$keep.all"
 
 # --- the build tools go; the kernel image is moved out by the packer -------
-build=$(chroot "$root" dpkg-query -W -f '${Package}\n' 'linux-headers-*' 'linux-kbuild-*' \
-        'linux-compiler-*' linux-source-6.1 gcc make libc6-dev xz-utils 2>/dev/null | tr '\n' ' ')
-chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q --autoremove $build >/dev/null
+added=$(chroot "$root" dpkg-query -W -f '${Package}\n' | sort | comm -13 "$before" - | tr '\n' ' ')
+chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q $added >/dev/null
+rm -f "$before"
+echo "sanlab: purged the build tools ($(echo $added | wc -w) packages)"
 chroot "$root" apt-get clean
 
 # --- sanlab's init and agent ----------------------------------------------

@@ -1,4 +1,8 @@
-"""``sanlab validate``: check scenario files before anything boots."""
+"""``sanlab validate``, and the scenario loading every command shares.
+
+A scenario is checked by its own layer (schema, consistency) and then for
+the names it gives other layers (profiles), all before anything runs.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,10 @@ import click
 from sanlab.models.profile import check_projection_profiles
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import load_scenario
+from sanlab.scenarios.schema import Scenario
 
 
-def load_checked(path: Path) -> object:
+def load_checked(path: Path) -> Scenario:
     """Load a scenario and also check the names it gives to other layers."""
     scenario = load_scenario(path)
     problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]

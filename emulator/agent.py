@@ -1,0 +1,140 @@
+"""The host side of the control channel: talk to a guest's agent over a unix socket.
+
+QEMU exposes the guest's ``sanlab.agent`` virtio-serial port as a unix
+socket in the lab's run directory.  Requests and answers are JSON lines
+matched by ``id`` (see vm-images/agent.py).  No SSH, no passwords, and it
+works before the guest has any network at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sanlab.scenarios.errors import SanlabError
+
+
+class AgentError(SanlabError):
+    """The guest agent could not be reached or did not answer in time."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a command run in a guest returned."""
+
+    argv: str
+    rc: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    def check(self) -> Completed:
+        if self.rc != 0:
+            why = "timed out" if self.timed_out else f"exit {self.rc}"
+            detail = (self.stderr or self.stdout).strip()[-2000:]
+            raise SanlabError(f"{self.argv!r} failed ({why}): {detail}")
+        return self
+
+
+class AgentClient:
+    def __init__(self, path: Path, host: str):
+        self.path, self.host = path, host
+        self._sock: socket.socket | None = None
+        self._buffer = b""
+        self._next = 1
+
+    def close(self) -> None:
+        if self._sock:
+            self._sock.close()
+            self._sock = None
+
+    def _connect(self, deadline: float) -> socket.socket:
+        while self._sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(str(self.path))
+            except OSError as exc:
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise AgentError(f"{self.host}: cannot reach the agent socket {self.path}: {exc}") from None
+                time.sleep(0.2)
+                continue
+            self._sock = sock
+        return self._sock
+
+    def request(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send one request and wait for its answer (other answers are dropped)."""
+        deadline = time.monotonic() + timeout
+        sock = self._connect(deadline)
+        ident = self._next
+        self._next += 1
+        sock.sendall((json.dumps({**body, "id": ident}) + "\n").encode())
+        while True:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                try:
+                    reply = json.loads(line)
+                except ValueError:
+                    continue
+                if reply.get("id") == ident:
+                    return reply  # type: ignore[no-any-return]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AgentError(f"{self.host}: no answer from the agent within {timeout:.0f} s")
+            sock.settimeout(min(remaining, 1.0))
+            try:
+                chunk = sock.recv(1 << 20)
+            except TimeoutError:
+                continue
+            if not chunk:
+                self.close()
+                raise AgentError(f"{self.host}: the agent connection closed (did the VM stop?)")
+            self._buffer += chunk
+
+    def wait_ready(self, timeout: float) -> float:
+        """Ping until the guest answers; returns the guest's uptime in seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AgentError(f"{self.host}: the guest did not answer within {timeout:.0f} s")
+            try:
+                return float(self.request({"op": "ping"}, min(2.0, left))["uptime"])
+            except AgentError as exc:
+                if time.monotonic() >= deadline:
+                    raise AgentError(f"{self.host}: the guest did not answer within {timeout:.0f} s") from exc
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
+        body: dict[str, Any] = {"op": "exec", "timeout": timeout, "stdin": stdin}
+        body["argv" if isinstance(command, list) else "shell"] = command
+        reply = self.request(body, timeout + 10)
+        text = command if isinstance(command, str) else " ".join(command)
+        return Completed(
+            text, int(reply.get("rc", 1)), reply.get("stdout", ""), reply.get("stderr", ""),
+            bool(reply.get("timed_out")),
+        )
+
+    def spawn(self, command: str, log: str = "/dev/null") -> int:
+        return int(self.request({"op": "spawn", "shell": command, "log": log}, 30)["pid"])
+
+    def put(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        reply = self.request(
+            {"op": "put", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}, 60
+        )
+        if reply.get("rc") != 0:
+            raise SanlabError(f"{self.host}: cannot write {path}: {reply.get('stderr')}")
+
+    def get(self, path: str) -> bytes:
+        reply = self.request({"op": "get", "path": path}, 120)
+        if reply.get("rc") != 0:
+            raise SanlabError(f"{self.host}: cannot read {path}: {reply.get('stderr')}")
+        return base64.b64decode(reply["data"])

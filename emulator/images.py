@@ -1,0 +1,239 @@
+"""Guest images: built once from Debian packages, cached by their recipe's hash.
+
+The recipe (vm-images/recipe.yaml plus the customize hook, init and agent)
+is hashed; the image lives in ``<cache>/images/<hash>/`` as a kernel and an
+uncompressed initramfs.  A build happens in a hidden sibling directory and
+is renamed into place only when complete, so a failed or interrupted build
+leaves nothing behind and a half image is never used.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from sanlab.emulator.cpio import tar_to_cpio
+from sanlab.scenarios.errors import SanlabError, ToolMissing
+
+RECIPE_FILES = ("recipe.yaml", "customize.sh", "init", "agent.py")
+FORMAT = "1"  # bump when the packing below changes
+# Never packed into the guest: the kernel image travels beside the cpio.
+# Neither are what no guest process reads: perl (only tgt-admin, which sanlab
+# does not use), udev's hardware database (no udev runs), package metadata.
+_DROP_PREFIXES = (
+    "boot/", "usr/src/", "usr/include/", "var/cache/", "var/log/", "var/lib/apt/", "var/lib/dpkg/",
+    "usr/lib/apt/", "usr/share/doc/", "usr/share/man/", "usr/share/perl", "usr/lib/x86_64-linux-gnu/perl",
+    "usr/lib/udev/hwdb", "etc/udev/hwdb", "usr/share/i18n/", "usr/share/common-licenses/",
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Image:
+    key: str
+    path: Path
+
+    @property
+    def kernel(self) -> Path:
+        return self.path / "vmlinuz"
+
+    @property
+    def initrd(self) -> Path:
+        return self.path / "rootfs.cpio"
+
+    @property
+    def manifest(self) -> dict[str, object]:
+        return json.loads((self.path / "manifest.json").read_text())
+
+
+def recipe_dir() -> Path:
+    return Path(str(resources.files("sanlab.vm_images")))
+
+
+def recipe() -> dict[str, object]:
+    data = yaml.safe_load((recipe_dir() / "recipe.yaml").read_text())
+    if not isinstance(data, dict):
+        raise SanlabError(f"{recipe_dir() / 'recipe.yaml'}: not a mapping")
+    return data
+
+
+def image_key() -> str:
+    digest = hashlib.sha256(FORMAT.encode())
+    for name in RECIPE_FILES:
+        digest.update(name.encode() + b"\0" + (recipe_dir() / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_root() -> Path:
+    """$SANLAB_CACHE, else $XDG_CACHE_HOME/sanlab, else ~/.cache/sanlab."""
+    if os.environ.get("SANLAB_CACHE"):
+        return Path(os.environ["SANLAB_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "sanlab"
+
+
+def images_dir() -> Path:
+    return cache_root() / "images"
+
+
+def current_image() -> Image | None:
+    """The image for the current recipe, if it has been built."""
+    image = Image(image_key(), images_dir() / image_key())
+    return image if (image.path / "manifest.json").is_file() else None
+
+
+def require_image() -> Image:
+    image = current_image()
+    if image is None:
+        raise SanlabError(
+            f"no guest image for the current recipe (key {image_key()}): run 'sanlab images build'"
+        )
+    return image
+
+
+def list_images() -> list[tuple[Image, bool]]:
+    """Every cached image and whether it matches the current recipe."""
+    if not images_dir().is_dir():
+        return []
+    current = image_key()
+    found = []
+    for path in sorted(images_dir().iterdir()):
+        if path.name.startswith(".") or not (path / "manifest.json").is_file():
+            continue
+        found.append((Image(path.name, path), path.name == current))
+    return found
+
+
+def clean_images(everything: bool = False) -> list[Path]:
+    """Remove stale images (all of them with ``everything``) and dead build dirs."""
+    removed = []
+    if not images_dir().is_dir():
+        return removed
+    current = image_key()
+    for path in images_dir().iterdir():
+        stale_build = path.name.startswith(".build-") and not _pid_alive(path.name)
+        if everything or stale_build or (not path.name.startswith(".") and path.name != current):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _pid_alive(build_dir_name: str) -> bool:
+    try:
+        pid = int(build_dir_name.rsplit("-", 1)[1])
+        os.kill(pid, 0)
+    except (ValueError, IndexError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build_image(progress: Progress = lambda line: None, force: bool = False) -> Image:
+    """Build the guest image for the current recipe (or return the cached one)."""
+    existing = current_image()
+    if existing and not force:
+        progress(f"image {existing.key} is up to date at {existing.path}")
+        return existing
+    if shutil.which("mmdebstrap") is None:
+        raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
+    key = image_key()
+    images_dir().mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".build-{key}-{os.getpid()}-", dir=images_dir()))
+    work = work.rename(images_dir() / f".build-{key}-{os.getpid()}")
+    started = time.monotonic()
+    try:
+        tar_path = work / "rootfs.tar"
+        _mmdebstrap(tar_path, work, progress)
+        progress("packing the root file system into an initramfs")
+        kernel_version = _pack(tar_path, work)
+        tar_path.unlink()
+        manifest = {
+            "key": key,
+            "kernel": kernel_version,
+            "release": recipe()["release"],
+            "built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "build_seconds": round(time.monotonic() - started, 1),
+            "initrd_bytes": (work / "rootfs.cpio").stat().st_size,
+        }
+        (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        final = images_dir() / key
+        if final.exists():
+            shutil.rmtree(final)
+        work.rename(final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    progress(f"built image {key} in {manifest['build_seconds']} s at {final}")
+    return Image(key, final)
+
+
+def _mmdebstrap(tar_path: Path, work: Path, progress: Progress) -> None:
+    spec = recipe()
+    packages = list(spec["packages"])  # type: ignore[call-overload]
+    build_packages = " ".join(spec["build_packages"])  # type: ignore[arg-type]
+    modules = work / "modules.list"
+    modules.write_text("\n".join(spec["modules"]) + "\n")  # type: ignore[arg-type]
+    hook = recipe_dir() / "customize.sh"
+    command = [
+        "mmdebstrap",
+        "--variant=minbase",
+        "--include=" + ",".join(packages),
+        "--dpkgopt=path-exclude=/usr/share/doc/*",
+        "--dpkgopt=path-exclude=/usr/share/man/*",
+        "--dpkgopt=path-exclude=/usr/share/locale/*",
+        f'--customize-hook=sh "{hook}" "$1" "{modules}" "{build_packages}"',
+        str(spec["release"]),
+        str(tar_path),
+        str(spec["mirror"]),
+    ]
+    progress("running mmdebstrap (downloads and unpacks Debian packages; a few minutes)")
+    log = work / "mmdebstrap.log"
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        assert proc.stdout is not None
+        with log.open("w") as handle:
+            for line in proc.stdout:
+                handle.write(line)
+                if line.startswith(("I: ", "sanlab:", "E: ", "W: ")):
+                    progress(line.rstrip())
+        if proc.wait() != 0:
+            tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
+            raise SanlabError(f"mmdebstrap failed (exit {proc.returncode}); last lines:\n{tail}")
+
+
+def _pack(tar_path: Path, work: Path) -> str:
+    kernel: dict[str, bytes] = {}
+
+    def keep(path: str) -> bool:
+        return not path.startswith(_DROP_PREFIXES) or path == "boot"
+
+    def take(path: str, data: bytes) -> bool:
+        if path.startswith("boot/vmlinuz-"):
+            kernel[path.removeprefix("boot/vmlinuz-")] = data
+            return True
+        return False
+
+    def keep_with_boot(path: str) -> bool:
+        return path.startswith("boot/vmlinuz-") or keep(path)
+
+    with tarfile.open(tar_path) as tar, (work / "rootfs.cpio").open("wb") as out:
+        tar_to_cpio(tar, out, keep_with_boot, take)
+    if len(kernel) != 1:
+        raise SanlabError(f"expected one kernel in the guest, found {sorted(kernel) or 'none'}")
+    (version, data), = kernel.items()
+    (work / "vmlinuz").write_bytes(data)
+    return version

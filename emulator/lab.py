@@ -1,0 +1,225 @@
+"""A lab: the hosts and links of a scenario, brought up as VMs and torn down.
+
+Topology is data: ``plan()`` turns a scenario into VM specs (one NIC per
+link end, addresses, shaping, RDMA device) without starting anything, so a
+bad scenario fails before a single VM boots.  ``Lab`` then starts the VMs in
+parallel, waits for their agents, configures the links, and records its
+state (PIDs, sockets) in the run directory so that ``sanlab lab down`` works
+from another shell.  Used as a context manager it always tears down: on
+success, on an exception, and on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sanlab.emulator import accel as accelerator
+from sanlab.emulator.images import Image, require_image
+from sanlab.emulator.links import Interface, configure
+from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import link_name, rdma_driver
+
+Say = Callable[[str], None]
+BOOT_TIMEOUT = 180.0
+
+
+def labs_root() -> Path:
+    """Short paths: unix socket names are limited to 107 bytes."""
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/sanlab-{os.getuid()}"
+    return Path(base) / "sanlab-labs" if os.environ.get("XDG_RUNTIME_DIR") else Path(base) / "labs"
+
+
+def _mac(lab: str, link: str, host: str) -> str:
+    digest = hashlib.sha256(f"{lab}/{link}/{host}".encode()).digest()
+    return "52:54:00:" + ":".join(f"{b:02x}" for b in digest[:3])
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a lab will be, computed from the scenario alone."""
+
+    specs: dict[str, VmSpec]
+    interfaces: dict[str, list[Interface]]
+    addresses: dict[tuple[str, str], str]
+
+
+def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) -> Plan:
+    """VM specs and interfaces for every host; addresses are IPv4 link-local.
+
+    Link i is 169.254.(10+i).0/24 and the n-th endpoint is .n+1: a
+    point-to-point cable needs no routing, and these addresses never leave
+    the QEMU processes.
+    """
+    specs = {
+        h.name: VmSpec(h.name, cpus=h.cpus, memory_mib=max(256, h.memory >> 20)) for h in scenario.hosts
+    }
+    interfaces: dict[str, list[Interface]] = {h.name: [] for h in scenario.hosts}
+    addresses: dict[tuple[str, str], str] = {}
+    for i, link in enumerate(scenario.links):
+        name = link_name(link, i)
+        for n, host in enumerate(link.endpoints):
+            peer = link.endpoints[1 - n]
+            capture = capture_dir / f"{name}.pcap" if capture_dir and n == 0 else None
+            specs[host].nics.append(
+                NicSpec(
+                    link=name,
+                    mac=_mac(lab, name, host),
+                    local_socket=run_dir / f"{name}.{host}.sock",
+                    peer_socket=run_dir / f"{name}.{peer}.sock",
+                    capture=capture,
+                )
+            )
+            address = f"169.254.{10 + i}.{n + 1}"
+            addresses[(name, host)] = address
+            interfaces[host].append(
+                Interface(
+                    link=name,
+                    mac=_mac(lab, name, host),
+                    address=address,
+                    prefix=24,
+                    mtu=link.mtu,
+                    rate_bps=link.rate,
+                    delay_s=link.delay,
+                    loss_pct=link.loss,
+                    rdma_driver=rdma_driver(link),
+                )
+            )
+    return Plan(specs, interfaces, addresses)
+
+
+class Lab:
+    def __init__(self, scenario: Scenario, name: str, run_dir: Path, capture_dir: Path | None = None):
+        if not scenario.hosts:
+            raise SanlabError(f"scenario {scenario.name!r} declares no hosts: nothing to boot")
+        self.scenario, self.name, self.run_dir = scenario, name, run_dir
+        self.plan = plan(scenario, name, run_dir, capture_dir)
+        self.vms: dict[str, Vm] = {}
+        self.accel = ""
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "state.json"
+
+    def up(self, say: Say = lambda m: None, image: Image | None = None) -> None:
+        image = image or require_image()
+        qemu = qemu_binary()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.accel = accelerator.choose(qemu, image, say)
+        say(f"lab {self.name}: starting {len(self.plan.specs)} VMs under {self.accel.upper()}")
+        for spec in self.plan.specs.values():
+            vm = Vm(spec, image, self.accel, self.run_dir, qemu)
+            vm.start()
+            self.vms[spec.name] = vm
+        self._write_state()
+        with ThreadPoolExecutor(len(self.vms)) as pool:
+            for vm, seconds in zip(self.vms.values(), pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values()), strict=True):
+                say(f"  {vm.name}: ready in {seconds:.1f} s")
+            list(pool.map(self._configure, self.vms.values()))
+        say(f"lab {self.name}: links up ({', '.join(self._link_summary())})")
+        self._write_state()
+
+    def _configure(self, vm: Vm) -> None:
+        for nic in self.plan.interfaces[vm.name]:
+            configure(vm, nic)
+
+    def _link_summary(self) -> Iterator[str]:
+        for (link, host), address in self.plan.addresses.items():
+            yield f"{host}/{link} {address}"
+
+    def _write_state(self) -> None:
+        state = {
+            "name": self.name,
+            "scenario": self.scenario.name,
+            "accel": self.accel,
+            "started": time.time(),
+            "hosts": {
+                n: {"pid": vm.pid, "agent": str(vm.agent_socket), "console": str(vm.console_socket),
+                    "console_log": str(vm.console_log)}
+                for n, vm in self.vms.items()
+            },
+            "addresses": {f"{h}/{lk}": a for (lk, h), a in self.plan.addresses.items()},
+        }
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    def down(self) -> None:
+        """Stop every VM and remove sockets and state; console logs stay."""
+        for vm in self.vms.values():
+            vm.stop()
+        self.state_file.unlink(missing_ok=True)
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+
+# --- labs seen from another shell (sanlab lab exec / list / down) ---------------
+
+
+def read_state(name: str) -> dict[str, Any]:
+    path = labs_root() / name / "state.json"
+    try:
+        return json.loads(path.read_text())  # type: ignore[no-any-return]
+    except OSError:
+        known = ", ".join(sorted(lab_names())) or "none"
+        raise SanlabError(f"no lab named {name!r} is up (labs up: {known})") from None
+
+
+def lab_names() -> list[str]:
+    root = labs_root()
+    return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file()) if root.is_dir() else []
+
+
+def _is_our_qemu(pid: int, run_dir: Path) -> bool:
+    """Never kill a recycled PID: the process must be a qemu using this run dir."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return "qemu" in cmdline and str(run_dir) in cmdline
+
+
+def stop_lab(name: str) -> list[int]:
+    """Tear a lab down from its state file; returns the PIDs that were stopped."""
+    state = read_state(name)
+    run_dir = labs_root() / name
+    stopped = []
+    for host in state["hosts"].values():
+        pid = host.get("pid")
+        if pid and pid_alive(pid) and _is_our_qemu(pid, run_dir):
+            stop_pid(pid)
+            stopped.append(pid)
+    for sock in run_dir.glob("*.sock"):
+        sock.unlink(missing_ok=True)
+    (run_dir / "state.json").unlink(missing_ok=True)
+    return stopped
+
+
+@contextmanager
+def running_lab(scenario: Scenario, name: str, say: Say, capture_dir: Path | None = None) -> Iterator[Lab]:
+    """A lab that exists only inside the ``with`` block, in a fresh run dir."""
+    run_dir = labs_root() / name
+    if (run_dir / "state.json").exists():
+        raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    lab = Lab(scenario, name, run_dir, capture_dir)
+    try:
+        lab.up(say)
+        yield lab
+    finally:
+        lab.down()

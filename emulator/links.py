@@ -1,0 +1,84 @@
+"""Interfaces configure themselves: address, MTU, shaping and a soft-RDMA device.
+
+Run inside a guest through its agent.  Delay and loss are netem at the
+interface's egress, rate a tbf under it; both ends of a link are shaped the
+same way, so ``delay`` is one-way and the round trip is twice it.  The RDMA
+device (rxe or siw) is bound to the interface with ``rdma link add``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from sanlab.emulator.agent import Completed
+from sanlab.scenarios.errors import SanlabError
+
+
+class Runs(Protocol):
+    name: str
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
+
+
+@dataclass(frozen=True)
+class Interface:
+    """How one end of a link is set up inside its guest."""
+
+    link: str
+    mac: str
+    address: str
+    prefix: int
+    mtu: int
+    rate_bps: float | None
+    delay_s: float
+    loss_pct: float
+    rdma_driver: str | None
+
+    @property
+    def rdma_device(self) -> str | None:
+        return f"{self.rdma_driver}_{self.link}" if self.rdma_driver else None
+
+
+def configure(host: Runs, nic: Interface) -> None:
+    """Rename the NIC after its link, address it, shape it, and add the RDMA device."""
+    find = f"grep -l '{nic.mac}' /sys/class/net/*/address | head -n1 | cut -d/ -f5"
+    script = [
+        "set -e",
+        f"dev=$({find})",
+        f'[ -n "$dev" ] || {{ echo "no interface with MAC {nic.mac}" >&2; exit 1; }}',
+        f'[ "$dev" = {nic.link} ] || ip link set dev "$dev" name {nic.link}',
+        f"ip link set dev {nic.link} mtu {nic.mtu}",
+        f"ip addr add {nic.address}/{nic.prefix} dev {nic.link}",
+        f"ip link set dev {nic.link} up",
+    ]
+    script += shaping_commands(nic)
+    if nic.rdma_driver:
+        script += [
+            f"modprobe {nic.rdma_driver}",
+            f"rdma link add {nic.rdma_device} type {nic.rdma_driver} netdev {nic.link}",
+        ]
+    result = host.run("\n".join(script), timeout=120)
+    if not result.ok:
+        raise SanlabError(f"{host.name}: configuring link {nic.link!r} failed: {result.stderr.strip()}")
+
+
+def shaping_commands(nic: Interface) -> list[str]:
+    """tc commands for delay/loss (netem) and rate (tbf); none when unshaped."""
+    commands = []
+    parent = "root"
+    if nic.delay_s > 0 or nic.loss_pct > 0:
+        netem = "netem limit 100000"
+        if nic.delay_s > 0:
+            netem += f" delay {nic.delay_s * 1e6:.0f}us"
+        if nic.loss_pct > 0:
+            netem += f" loss {nic.loss_pct:g}%"
+        commands.append(f"tc qdisc add dev {nic.link} root handle 1: {netem}")
+        parent = "parent 1:"
+    if nic.rate_bps:
+        burst = max(nic.mtu * 10, int(nic.rate_bps / 8 / 250))  # >= 4 ms of traffic
+        commands.append(
+            f"tc qdisc add dev {nic.link} {parent} handle 2: tbf rate {nic.rate_bps:.0f}bit "
+            f"burst {burst} latency 100ms"
+        )
+    return commands

@@ -1,0 +1,184 @@
+"""One QEMU virtual machine: its command line, its process, and its agent.
+
+A VM is a node in the Mininet sense: it runs commands (through the agent)
+and owns network interfaces (one virtio-net NIC per link it is on).  Every
+file it uses - agent and console sockets, link sockets, console log - lives
+in the lab's run directory, so two labs never collide and ``down`` can find
+everything from another shell.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sanlab.emulator.agent import AgentClient, AgentError, Completed
+from sanlab.emulator.images import Image
+from sanlab.scenarios.errors import SanlabError, ToolMissing
+
+QEMU = "qemu-system-x86_64"
+
+
+def qemu_binary() -> str:
+    path = shutil.which(QEMU)
+    if path is None:
+        raise ToolMissing(QEMU, "install it with: apt-get install qemu-system-x86")
+    return path
+
+
+@dataclass(frozen=True)
+class NicSpec:
+    """One end of a link: a virtio-net NIC joined to its peer by unix datagrams."""
+
+    link: str
+    mac: str
+    local_socket: Path
+    peer_socket: Path
+    capture: Path | None = None
+
+
+@dataclass
+class VmSpec:
+    name: str
+    cpus: int = 1
+    memory_mib: int = 1024
+    nics: list[NicSpec] = field(default_factory=list)
+
+
+class Vm:
+    """A running (or about to run) guest."""
+
+    def __init__(self, spec: VmSpec, image: Image, accel: str, run_dir: Path, qemu: str):
+        self.spec, self.image, self.accel, self.run_dir, self.qemu = spec, image, accel, run_dir, qemu
+        self.name = spec.name
+        self.process: subprocess.Popen[bytes] | None = None
+        self.agent = AgentClient(self.agent_socket, spec.name)
+        self.boot_seconds: float | None = None
+
+    @property
+    def agent_socket(self) -> Path:
+        return self.run_dir / f"{self.name}.agent.sock"
+
+    @property
+    def console_socket(self) -> Path:
+        return self.run_dir / f"{self.name}.console.sock"
+
+    @property
+    def console_log(self) -> Path:
+        return self.run_dir / f"{self.name}.console.log"
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def command(self) -> list[str]:
+        s = self.spec
+        accel = ["-accel", "kvm", "-cpu", "host"] if self.accel == "kvm" else [
+            "-accel", "tcg,thread=multi", "-cpu", "max"]
+        argv = [
+            self.qemu, "-name", f"sanlab-{self.name},debug-threads=on", *accel,
+            "-machine", "q35", "-smp", str(s.cpus), "-m", str(s.memory_mib),
+            "-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none",
+            "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd),
+            "-append", f"console=ttyS0 quiet loglevel=4 panic=-1 sanlab.host={self.name}",
+            "-chardev", f"socket,id=con,path={self.console_socket},server=on,wait=off,"
+                        f"logfile={self.console_log},logappend=on",
+            "-serial", "chardev:con",
+            "-device", "virtio-serial-pci",
+            "-chardev", f"socket,id=agent,path={self.agent_socket},server=on,wait=off",
+            "-device", "virtserialport,chardev=agent,name=sanlab.agent",
+            "-device", "virtio-rng-pci",
+        ]
+        for i, nic in enumerate(s.nics):
+            argv += [
+                "-netdev", f"dgram,id=n{i},local.type=unix,local.path={nic.local_socket},"
+                           f"remote.type=unix,remote.path={nic.peer_socket}",
+                "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac}",
+            ]
+            if nic.capture is not None:
+                argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}"]
+        return argv
+
+    def start(self) -> None:
+        for path in [self.agent_socket, self.console_socket] + [n.local_socket for n in self.spec.nics]:
+            path.unlink(missing_ok=True)
+        log = (self.run_dir / f"{self.name}.qemu.log").open("ab")
+        with log:
+            self.process = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            )
+
+    def wait_ready(self, timeout: float) -> float:
+        """Wait until the agent answers; a failed boot shows the last console lines."""
+        started = time.monotonic()
+        try:
+            self.agent.wait_ready(timeout)
+        except AgentError as exc:
+            raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
+        self.boot_seconds = time.monotonic() - started
+        return self.boot_seconds
+
+    def diagnosis(self) -> str:
+        parts = []
+        if self.process and self.process.poll() is not None:
+            parts.append(f"qemu exited with {self.process.returncode}")
+            qlog = self.run_dir / f"{self.name}.qemu.log"
+            if qlog.exists():
+                parts.append("qemu said:\n  " + "\n  ".join(qlog.read_text().splitlines()[-10:]))
+        if self.console_log.exists():
+            lines = self.console_log.read_text(errors="replace").splitlines()[-20:]
+            parts.append(f"last console lines of {self.name}:\n  " + "\n  ".join(lines))
+        return "\n".join(parts)
+
+    # --- the host interface the targets layer uses -------------------------
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
+        return self.agent.run(command, timeout, stdin)
+
+    def spawn(self, command: str, log: str = "/dev/null") -> int:
+        return self.agent.spawn(command, log)
+
+    def put(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        self.agent.put(path, data, mode)
+
+    def get(self, path: str) -> bytes:
+        return self.agent.get(path)
+
+    # --- teardown -------------------------------------------------------------
+    def stop(self, grace: float = 3.0) -> None:
+        self.agent.close()
+        if self.process and self.process.poll() is None:
+            stop_pid(self.process.pid, grace)
+            self.process.wait()
+        for path in [self.agent_socket, self.console_socket] + [n.local_socket for n in self.spec.nics]:
+            path.unlink(missing_ok=True)
+
+
+def stop_pid(pid: int, grace: float = 3.0) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; quiet if it is already gone."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return
+        time.sleep(0.05)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie child counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
