@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sanlab.emulator.images import Image, cache_root
 
-PROBE_SECONDS = 25.0
+PROBE_SECONDS = 12.0  # a KVM boot of this guest takes 2-3 s
 READY_MARK = b"sanlab-guest:"
 
 

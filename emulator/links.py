@@ -21,6 +21,9 @@ class Runs(Protocol):
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
 
 
+RDMA_MODULES = {"rxe": "rdma_rxe", "siw": "siw"}
+
+
 @dataclass(frozen=True)
 class Interface:
     """How one end of a link is set up inside its guest."""
@@ -55,12 +58,17 @@ def configure(host: Runs, nic: Interface) -> None:
     script += shaping_commands(nic)
     if nic.rdma_driver:
         script += [
-            f"modprobe {nic.rdma_driver}",
+            f"modprobe {RDMA_MODULES[nic.rdma_driver]}",
+            "modprobe rdma_ucm",
             f"rdma link add {nic.rdma_device} type {nic.rdma_driver} netdev {nic.link}",
         ]
     result = host.run("\n".join(script), timeout=120)
     if not result.ok:
-        raise SanlabError(f"{host.name}: configuring link {nic.link!r} failed: {result.stderr.strip()}")
+        kernel = host.run("dmesg | tail -n 8", timeout=30).stdout.strip()
+        raise SanlabError(
+            f"{host.name}: configuring link {nic.link!r} failed: {result.stderr.strip()}\n"
+            f"kernel log:\n  " + "\n  ".join(kernel.splitlines())
+        )
 
 
 def shaping_commands(nic: Interface) -> list[str]:

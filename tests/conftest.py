@@ -12,3 +12,14 @@ from support import SHARED, require_path
 @pytest.fixture(scope="session")
 def calibration_dir() -> Path:
     return require_path(SHARED / "calibration", "shared/calibration (the published tables)")
+
+
+@pytest.fixture(scope="session")
+def guest_image():
+    """The guest image, built (minutes, once) if the cache lacks it."""
+    from sanlab.emulator.images import build_image
+    from support import require_tool
+
+    require_tool("qemu-system-x86_64")
+    require_tool("mmdebstrap")
+    return build_image(print)
