@@ -56,8 +56,10 @@ def images_list() -> None:
     for image, current in found:
         m = image.manifest
         size = int(str(m.get("initrd_bytes", 0))) >> 20
-        click.echo(f"{'*' if current else ' '} {image.key}  kernel {m.get('kernel')}  "
-                   f"{size} MiB  built {m.get('built')} in {m.get('build_seconds')} s")
+        click.echo(
+            f"{'*' if current else ' '} {image.key}  kernel {m.get('kernel')}  "
+            f"{size} MiB  built {m.get('built')} in {m.get('build_seconds')} s"
+        )
 
 
 @images.command("clean")
@@ -194,5 +196,7 @@ def lab_down(name: str) -> None:
         pids = stop_lab(name)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"lab {name} is down (stopped {', '.join(map(str, pids)) or 'no running VMs'}); "
-               f"logs in {labs_root() / name}")
+    click.echo(
+        f"lab {name} is down (stopped {', '.join(map(str, pids)) or 'no running VMs'}); "
+        f"logs in {labs_root() / name}"
+    )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from sanlab import __version__
-from sanlab.commands_model import calibrate, model
 from sanlab.commands_lab import images, lab
+from sanlab.commands_model import calibrate, model
 from sanlab.commands_pending import analyze, dissectors, run
 from sanlab.validation import validate
 

@@ -59,10 +59,25 @@ def probe_kvm(qemu: str, image: Image, seconds: float = PROBE_SECONDS) -> bool:
     with tempfile.TemporaryDirectory(prefix="sanlab-kvm-probe-") as tmp:
         log = Path(tmp) / "console.log"
         command = [
-            qemu, "-accel", "kvm", "-cpu", "host", "-m", "512", "-nodefaults", "-no-reboot",
-            "-display", "none", "-serial", f"file:{log}",
-            "-kernel", str(image.kernel), "-initrd", str(image.initrd),
-            "-append", "console=ttyS0 quiet panic=-1 sanlab.host=probe",
+            qemu,
+            "-accel",
+            "kvm",
+            "-cpu",
+            "host",
+            "-m",
+            "512",
+            "-nodefaults",
+            "-no-reboot",
+            "-display",
+            "none",
+            "-serial",
+            f"file:{log}",
+            "-kernel",
+            str(image.kernel),
+            "-initrd",
+            str(image.initrd),
+            "-append",
+            "console=ttyS0 quiet panic=-1 sanlab.host=probe",
         ]
         proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

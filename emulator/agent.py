@@ -65,7 +65,9 @@ class AgentClient:
             except OSError as exc:
                 sock.close()
                 if time.monotonic() > deadline:
-                    raise AgentError(f"{self.host}: cannot reach the agent socket {self.path}: {exc}") from None
+                    raise AgentError(
+                        f"{self.host}: cannot reach the agent socket {self.path}: {exc}"
+                    ) from None
                 time.sleep(0.2)
                 continue
             self._sock = sock
@@ -119,7 +121,10 @@ class AgentClient:
         reply = self.request(body, timeout + 10)
         text = command if isinstance(command, str) else " ".join(command)
         return Completed(
-            text, int(reply.get("rc", 1)), reply.get("stdout", ""), reply.get("stderr", ""),
+            text,
+            int(reply.get("rc", 1)),
+            reply.get("stdout", ""),
+            reply.get("stderr", ""),
             bool(reply.get("timed_out")),
         )
 

@@ -34,9 +34,22 @@ FORMAT = "1"  # bump when the packing below changes
 # Neither are what no guest process reads: perl (only tgt-admin, which sanlab
 # does not use), udev's hardware database (no udev runs), package metadata.
 _DROP_PREFIXES = (
-    "boot/", "usr/src/", "usr/include/", "var/cache/", "var/log/", "var/lib/apt/", "var/lib/dpkg/",
-    "usr/lib/apt/", "usr/share/doc/", "usr/share/man/", "usr/share/perl", "usr/lib/x86_64-linux-gnu/perl",
-    "usr/lib/udev/hwdb", "etc/udev/hwdb", "usr/share/i18n/", "usr/share/common-licenses/",
+    "boot/",
+    "usr/src/",
+    "usr/include/",
+    "var/cache/",
+    "var/log/",
+    "var/lib/apt/",
+    "var/lib/dpkg/",
+    "usr/lib/apt/",
+    "usr/share/doc/",
+    "usr/share/man/",
+    "usr/share/perl",
+    "usr/lib/x86_64-linux-gnu/perl",
+    "usr/lib/udev/hwdb",
+    "etc/udev/hwdb",
+    "usr/share/i18n/",
+    "usr/share/common-licenses/",
 )
 
 Progress = Callable[[str], None]
@@ -234,6 +247,6 @@ def _pack(tar_path: Path, work: Path) -> str:
         tar_to_cpio(tar, out, keep_with_boot, take)
     if len(kernel) != 1:
         raise SanlabError(f"expected one kernel in the guest, found {sorted(kernel) or 'none'}")
-    (version, data), = kernel.items()
+    ((version, data),) = kernel.items()
     (work / "vmlinuz").write_bytes(data)
     return version

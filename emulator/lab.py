@@ -62,9 +62,7 @@ def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) 
     point-to-point cable needs no routing, and these addresses never leave
     the QEMU processes.
     """
-    specs = {
-        h.name: VmSpec(h.name, cpus=h.cpus, memory_mib=max(256, h.memory >> 20)) for h in scenario.hosts
-    }
+    specs = {h.name: VmSpec(h.name, cpus=h.cpus, memory_mib=max(256, h.memory >> 20)) for h in scenario.hosts}
     interfaces: dict[str, list[Interface]] = {h.name: [] for h in scenario.hosts}
     addresses: dict[tuple[str, str], str] = {}
     for i, link in enumerate(scenario.links):
@@ -124,7 +122,11 @@ class Lab:
             self.vms[spec.name] = vm
         self._write_state()
         with ThreadPoolExecutor(len(self.vms)) as pool:
-            for vm, seconds in zip(self.vms.values(), pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values()), strict=True):
+            for vm, seconds in zip(
+                self.vms.values(),
+                pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values()),
+                strict=True,
+            ):
                 say(f"  {vm.name}: ready in {seconds:.1f} s")
             list(pool.map(self._configure, self.vms.values()))
         say(f"lab {self.name}: links up ({', '.join(self._link_summary())})")
@@ -145,8 +147,12 @@ class Lab:
             "accel": self.accel,
             "started": time.time(),
             "hosts": {
-                n: {"pid": vm.pid, "agent": str(vm.agent_socket), "console": str(vm.console_socket),
-                    "console_log": str(vm.console_log)}
+                n: {
+                    "pid": vm.pid,
+                    "agent": str(vm.agent_socket),
+                    "console": str(vm.console_socket),
+                    "console_log": str(vm.console_log),
+                }
                 for n, vm in self.vms.items()
             },
             "addresses": {f"{h}/{lk}": a for (lk, h), a in self.plan.addresses.items()},

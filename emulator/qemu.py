@@ -78,27 +78,55 @@ class Vm:
 
     def command(self) -> list[str]:
         s = self.spec
-        accel = ["-accel", "kvm", "-cpu", "host"] if self.accel == "kvm" else [
-            "-accel", "tcg,thread=multi", "-cpu", "max"]
+        accel = (
+            ["-accel", "kvm", "-cpu", "host"]
+            if self.accel == "kvm"
+            else ["-accel", "tcg,thread=multi", "-cpu", "max"]
+        )
         argv = [
-            self.qemu, "-name", f"sanlab-{self.name},debug-threads=on", *accel,
-            "-machine", "q35", "-smp", str(s.cpus), "-m", str(s.memory_mib),
-            "-nodefaults", "-no-reboot", "-display", "none", "-monitor", "none",
-            "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd),
-            "-append", f"console=ttyS0 quiet loglevel=4 panic=-1 sanlab.host={self.name}",
-            "-chardev", f"socket,id=con,path={self.console_socket},server=on,wait=off,"
-                        f"logfile={self.console_log},logappend=on",
-            "-serial", "chardev:con",
-            "-device", "virtio-serial-pci",
-            "-chardev", f"socket,id=agent,path={self.agent_socket},server=on,wait=off",
-            "-device", "virtserialport,chardev=agent,name=sanlab.agent",
-            "-device", "virtio-rng-pci",
+            self.qemu,
+            "-name",
+            f"sanlab-{self.name},debug-threads=on",
+            *accel,
+            "-machine",
+            "q35",
+            "-smp",
+            str(s.cpus),
+            "-m",
+            str(s.memory_mib),
+            "-nodefaults",
+            "-no-reboot",
+            "-display",
+            "none",
+            "-monitor",
+            "none",
+            "-kernel",
+            str(self.image.kernel),
+            "-initrd",
+            str(self.image.initrd),
+            "-append",
+            f"console=ttyS0 quiet loglevel=4 panic=-1 sanlab.host={self.name}",
+            "-chardev",
+            f"socket,id=con,path={self.console_socket},server=on,wait=off,"
+            f"logfile={self.console_log},logappend=on",
+            "-serial",
+            "chardev:con",
+            "-device",
+            "virtio-serial-pci",
+            "-chardev",
+            f"socket,id=agent,path={self.agent_socket},server=on,wait=off",
+            "-device",
+            "virtserialport,chardev=agent,name=sanlab.agent",
+            "-device",
+            "virtio-rng-pci",
         ]
         for i, nic in enumerate(s.nics):
             argv += [
-                "-netdev", f"dgram,id=n{i},local.type=unix,local.path={nic.local_socket},"
-                           f"remote.type=unix,remote.path={nic.peer_socket}",
-                "-device", f"virtio-net-pci,netdev=n{i},mac={nic.mac}",
+                "-netdev",
+                f"dgram,id=n{i},local.type=unix,local.path={nic.local_socket},"
+                f"remote.type=unix,remote.path={nic.peer_socket}",
+                "-device",
+                f"virtio-net-pci,netdev=n{i},mac={nic.mac}",
             ]
             if nic.capture is not None:
                 argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}"]

@@ -46,15 +46,29 @@ def test_rdma_link_is_active_on_both_hosts(pair):
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
 
 
-def test_ibv_rc_pingpong(pair):
+def test_ib_write_bw_over_rdma_cm(pair):
     driver, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     server_ip = lab.plan.addresses[("fabric", "target")]
-    gid = "-g 1" if driver == "rxe" else ""
-    device = f"{driver}_fabric"
-    target.spawn(f"ibv_rc_pingpong -d {device} {gid} -n 200", log="/tmp/pingpong.log")
+    args = f"-R -d {driver}_fabric -s 65536 -n 200 --report_gbits"
+    target.spawn(f"ib_write_bw {args}", log="/tmp/ib_write_bw.log")
     time.sleep(2)
-    result = initiator.run(f"ibv_rc_pingpong -d {device} {gid} -n 200 {server_ip}", timeout=120)
+    result = initiator.run(f"ib_write_bw {args} {server_ip}", timeout=180)
+    assert result.ok, result.stderr + result.stdout
+    row = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("65536")]
+    assert row and float(row[-1][3]) > 0, result.stdout  # BW average, Gb/s
+
+
+def test_ibv_rc_pingpong_over_rxe(pair):
+    """Raw RC verbs with an out-of-band exchange; iWARP (siw) connects only through RDMA/CM."""
+    driver, lab = pair
+    if driver != "rxe":
+        pytest.skip("iWARP sets up connections only through RDMA/CM (see test_ib_write_bw_over_rdma_cm)")
+    target, initiator = lab.vms["target"], lab.vms["initiator"]
+    server_ip = lab.plan.addresses[("fabric", "target")]
+    target.spawn("ibv_rc_pingpong -d rxe_fabric -g 1 -n 200", log="/tmp/pingpong.log")
+    time.sleep(2)
+    result = initiator.run(f"ibv_rc_pingpong -d rxe_fabric -g 1 -n 200 {server_ip}", timeout=120)
     assert result.ok, result.stderr + result.stdout
     assert "200 iters" in result.stdout
 
