@@ -41,7 +41,8 @@ def bench(driver: str) -> dict[str, float]:
         boots = [vm.boot_seconds or 0.0 for vm in lab.vms.values()]
         bw = last_row(perftest(lab, driver, "ib_write_bw", "-s 65536 -n 2000 --report_gbits"))
         lat = last_row(perftest(lab, driver, "ib_write_lat", "-s 64 -n 1000"))
-    # ib_write_bw: bytes iterations BW-peak BW-average MsgRate; ib_write_lat: bytes iters min max typical avg ...
+    # ib_write_bw rows: bytes, iterations, BW peak, BW average, msg rate
+    # ib_write_lat rows: bytes, iterations, min, max, typical, average, ...
     return {
         "boot_to_ready_s_max": round(max(boots), 1),
         "lab_up_s": round(up, 1),

@@ -35,12 +35,10 @@ def main() -> None:
     model_times = [timed(model) for _ in range(args.repeat)]
     base_times = [timed(baseline) for _ in range(args.repeat)]
     m, b = statistics.median(model_times), statistics.median(base_times)
-    print(
-        f"sanlab model zeta-2016 (30 points): median {m:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in model_times)})"
-    )
-    print(
-        f"plain SimPy, 200,000 I/Os, 2 stages: median {b:.2f} s  (runs: {', '.join(f'{t:.2f}' for t in base_times)})"
-    )
+    model_runs = ", ".join(f"{t:.2f}" for t in model_times)
+    base_runs = ", ".join(f"{t:.2f}" for t in base_times)
+    print(f"sanlab model zeta-2016 (30 points): median {m:.2f} s  (runs: {model_runs})")
+    print(f"plain SimPy, 200,000 I/Os, 2 stages: median {b:.2f} s  (runs: {base_runs})")
     print(f"ratio model/baseline: {m / b:.2f} ({'faster' if m < b else 'SLOWER'})")
 
 

@@ -88,7 +88,7 @@ class AgentClient:
                 except ValueError:
                     continue
                 if reply.get("id") == ident:
-                    return reply  # type: ignore[no-any-return]
+                    return dict(reply)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise AgentError(f"{self.host}: no answer from the agent within {timeout:.0f} s")

@@ -63,11 +63,11 @@ def tar_to_cpio(
         name = member.name.removeprefix("./").rstrip("/")
         if not name or not keep(name):
             continue
-        target = member
+        target: tarfile.TarInfo | None = member
         if member.islnk():
             target = members.get(member.linkname) or members.get("./" + member.linkname.removeprefix("./"))
-            if target is None:
-                continue
+        if target is None:
+            continue
         if target.isfile():
             handle = tar.extractfile(target)
             data = handle.read() if handle else b""

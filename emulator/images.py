@@ -133,7 +133,7 @@ def list_images() -> list[tuple[Image, bool]]:
 
 def clean_images(everything: bool = False) -> list[Path]:
     """Remove stale images (all of them with ``everything``) and dead build dirs."""
-    removed = []
+    removed: list[Path] = []
     if not images_dir().is_dir():
         return removed
     current = image_key()

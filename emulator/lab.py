@@ -180,7 +180,7 @@ class Lab:
 def read_state(name: str) -> dict[str, Any]:
     path = labs_root() / name / "state.json"
     try:
-        return json.loads(path.read_text())  # type: ignore[no-any-return]
+        return dict(json.loads(path.read_text()))
     except OSError:
         known = ", ".join(sorted(lab_names())) or "none"
         raise SanlabError(f"no lab named {name!r} is up (labs up: {known})") from None

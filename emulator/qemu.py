@@ -9,6 +9,7 @@ everything from another shell.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -197,10 +198,8 @@ def stop_pid(pid: int, grace: float = 3.0) -> None:
         if not pid_alive(pid):
             return
         time.sleep(0.05)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def pid_alive(pid: int) -> bool:
