@@ -107,8 +107,8 @@ def test_model_impossible_combination():
     assert result.exit_code == 1 and "SRP runs over InfiniBand and RoCE, not iWARP" in result.output
 
 
-@pytest.mark.parametrize("command", ["run", "lab", "analyze"])
+@pytest.mark.parametrize("command", ["run", "analyze"])
 def test_unbuilt_layers_say_so(command, tmp_path):
-    args = {"run": ["run", "x.yaml"], "lab": ["lab", "list"], "analyze": ["analyze", "x.pcap"]}[command]
+    args = {"run": ["run", "x.yaml"], "analyze": ["analyze", "x.pcap"]}[command]
     result = invoke(*args)
     assert result.exit_code != 0 and "not built yet" in result.output
