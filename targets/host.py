@@ -1,0 +1,50 @@
+"""The host interface the targets layer needs, and nothing more.
+
+Anything with a name that can run a shell command (returning exit code and
+output), start a background command, and write or read a file is a Host.
+sanlab's VMs are Hosts; a machine reached over SSH could be one too.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from sanlab.scenarios.errors import SanlabError
+
+
+class Result(Protocol):
+    rc: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool: ...
+
+
+class Host(Protocol):
+    name: str
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Result: ...
+
+    def spawn(self, command: str, log: str = "/dev/null") -> int: ...
+
+    def put(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+
+    def get(self, path: str) -> bytes: ...
+
+
+class StackError(SanlabError):
+    """A storage stack could not be configured; says which step and why."""
+
+
+def sh(host: Host, script: str, what: str, timeout: float = 120.0) -> str:
+    """Run a shell script with ``set -e``; raise StackError naming ``what`` on failure."""
+    result = host.run("set -e\n" + script, timeout=timeout)
+    if not result.ok:
+        detail = (result.stderr or result.stdout).strip().splitlines()[-6:]
+        kernel = host.run("dmesg | tail -n 6", timeout=30).stdout.strip()
+        raise StackError(
+            f"{host.name}: {what} failed (exit {result.rc}): " + " | ".join(detail)
+            + (f"\n  kernel log: {' | '.join(kernel.splitlines())}" if kernel else "")
+        )
+    return result.stdout
