@@ -16,20 +16,6 @@ def _not_yet(verb: str, layer: str, issue: int) -> None:
     )
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
-@click.argument("scenario", type=click.Path())
-@click.option("--out", type=click.Path(), help="Directory for results.json, pcaps and logs.")
-@click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout.")
-def run(scenario: str, out: str | None, as_json: bool) -> None:
-    """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
-
-    \b
-    Example:
-      sanlab run scenarios/smoke.yaml --out runs/smoke
-    """
-    _not_yet("run", "emulator and targets", 4)
-
-
 @click.command()
 @click.argument("pcap", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the groups as JSON.")

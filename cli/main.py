@@ -7,7 +7,8 @@ import click
 from sanlab import __version__
 from sanlab.commands_lab import images, lab
 from sanlab.commands_model import calibrate, model
-from sanlab.commands_pending import analyze, dissectors, run
+from sanlab.commands_pending import analyze, dissectors
+from sanlab.commands_run import run
 from sanlab.validation import validate
 
 

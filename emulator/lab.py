@@ -217,8 +217,14 @@ def stop_lab(name: str) -> list[int]:
 
 
 @contextmanager
-def running_lab(scenario: Scenario, name: str, say: Say, capture_dir: Path | None = None) -> Iterator[Lab]:
-    """A lab that exists only inside the ``with`` block, in a fresh run dir."""
+def running_lab(
+    scenario: Scenario, name: str, say: Say, capture_dir: Path | None = None, keep_logs: bool = True
+) -> Iterator[Lab]:
+    """A lab that exists only inside the ``with`` block, in a fresh run dir.
+
+    Without ``keep_logs`` the run directory goes too (the caller has copied
+    what it wants from it).
+    """
     run_dir = labs_root() / name
     if (run_dir / "state.json").exists():
         raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
@@ -229,3 +235,5 @@ def running_lab(scenario: Scenario, name: str, say: Say, capture_dir: Path | Non
         yield lab
     finally:
         lab.down()
+        if not keep_logs:
+            shutil.rmtree(run_dir, ignore_errors=True)

@@ -37,8 +37,8 @@ class Cell:
         return self.record.lat_mean_us / m.lat_mean_us - 1
 
 
-def _key(transport: str, fabric: str, gbps: float, rw: str, bs: int, qd: int, nj: int) -> tuple:
-    return (transport, fabric, round(gbps, 2), rw, bs, qd, nj)
+def _key(transport: str, fabric: str, gbps: float | None, rw: str, bs: int, qd: int, nj: int) -> tuple:
+    return (transport, fabric, round(gbps, 2) if gbps is not None else None, rw, bs, qd, nj)
 
 
 def match(labelled: Sequence[tuple[str, ResultRecord]], table: Sequence[Measured]) -> list[Cell]:

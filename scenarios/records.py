@@ -27,7 +27,7 @@ class ResultRecord(BaseModel):
     fabric: str
     rdma_driver: str | None = None
     target_stack: str
-    link_gbps: float
+    link_gbps: float | None = None
     mtu: int
     rw: str
     bs: int

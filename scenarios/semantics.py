@@ -151,10 +151,39 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"{target.transport!r} needs an RDMA link, but {link_names[index]!r} is "
                 f"fabric {link.fabric!r} (use roce, iwarp or ib)",
             )
+        elif link.fabric == "iwarp":
+            yield from _iwarp_limits(where, target, link_names[index])
+
+
+def _iwarp_limits(where: str, target: Target, link: str) -> Iterator[tuple[str, str]]:
+    """What Linux 6.1 refuses over iWARP (soft-iWARP), as seen on sanlab's guests."""
+    if target.transport == "srp":
+        yield (
+            f"{where}.transport",
+            f"SRP does not run over iWARP: on {link!r} ib_srp's login is rejected (REJ, reason -104) "
+            "and ib_srpt never sees it; use a roce or ib link",
+        )
+    if target.transport == "iser" and target.stack == "lio":
+        yield (
+            f"{where}.stack",
+            f"LIO cannot serve iSER over iWARP on {link!r}: it binds its TCP and iSER listeners to the "
+            "same address and port, and siw's RDMA listener is a TCP socket (EADDRINUSE); use stack: tgt",
+        )
 
 
 def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
     declared = {t.transport for t in scenario.targets}
+    for i, workload in enumerate(scenario.workloads):
+        if workload.verify == "off":
+            continue
+        for j, target in enumerate(scenario.targets):
+            applies = not workload.transports or target.transport in workload.transports
+            if applies and target.backstore == "null":
+                yield (
+                    f"targets[{j}].backstore",
+                    f"'null' discards writes, so workloads[{i}] (verify: {workload.verify}) cannot pass "
+                    "(use ramdisk or file, or verify: off)",
+                )
     for i, projection in enumerate(scenario.projections):
         where = f"projections[{i}]"
         if projection.transport is None and not declared:

@@ -23,10 +23,14 @@ def block_device(host: Host, kind: str, name: str, size: int, index: int) -> Bac
     """A block device or file for stacks that take one (nvmet, tgt, LIO iblock/fileio)."""
     mib = max(1, size >> 20)
     if kind == "null":
-        sh(host, f"[ -e /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0\n"
-                 f"d=/sys/kernel/config/nullb/{name}; mkdir -p $d\n"
-                 f"echo {mib} > $d/size; echo 1 > $d/memory_backed 2>/dev/null || true\n"
-                 f"echo 1 > $d/power", f"creating null_blk {name}")
+        sh(
+            host,
+            f"[ -e /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0\n"
+            f"d=/sys/kernel/config/nullb/{name}; mkdir -p $d\n"
+            f"echo {mib} > $d/size; echo 1 > $d/memory_backed 2>/dev/null || true\n"
+            f"echo 1 > $d/power",
+            f"creating null_blk {name}",
+        )
         return Backing("block", f"/dev/{name}", size)
     if kind == "ramdisk":
         path = f"/dev/shm/sanlab-{name}.img"

@@ -29,10 +29,19 @@ class FioJob:
 
     def argv(self, name: str = "sanlab") -> list[str]:
         args = [
-            "fio", f"--name={name}", f"--filename={self.device}", "--direct=1", "--ioengine=libaio",
-            f"--rw={self.rw}", f"--bs={self.bs}", f"--iodepth={self.iodepth}",
-            f"--numjobs={self.numjobs}", "--group_reporting", "--output-format=json+",
-            f"--size={self.size}", f"--runtime={max(1, round(self.runtime_s))}",
+            "fio",
+            f"--name={name}",
+            f"--filename={self.device}",
+            "--direct=1",
+            "--ioengine=libaio",
+            f"--rw={self.rw}",
+            f"--bs={self.bs}",
+            f"--iodepth={self.iodepth}",
+            f"--numjobs={self.numjobs}",
+            "--group_reporting",
+            "--output-format=json+",
+            f"--size={self.size}",
+            f"--runtime={max(1, round(self.runtime_s))}",
         ]
         if self.verify:
             # Verify every block written; a time-based run would stop before reading back.
@@ -44,9 +53,18 @@ class FioJob:
     def fill_argv(self) -> list[str]:
         """For a verified read: write the range first, with verify headers."""
         return [
-            "fio", "--name=fill", f"--filename={self.device}", "--direct=1", "--ioengine=libaio",
-            "--rw=write", f"--bs={self.bs}", "--iodepth=8", f"--size={self.size}",
-            "--verify=crc32c", "--do_verify=0", "--output-format=json",
+            "fio",
+            "--name=fill",
+            f"--filename={self.device}",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--rw=write",
+            f"--bs={self.bs}",
+            "--iodepth=8",
+            f"--size={self.size}",
+            "--verify=crc32c",
+            "--do_verify=0",
+            "--output-format=json",
         ]
 
 

@@ -13,16 +13,22 @@ from sanlab.scenarios.errors import SanlabError
 
 
 class Result(Protocol):
-    rc: int
-    stdout: str
-    stderr: str
+    @property
+    def rc(self) -> int: ...
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
 
     @property
     def ok(self) -> bool: ...
 
 
 class Host(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Result: ...
 
@@ -44,7 +50,8 @@ def sh(host: Host, script: str, what: str, timeout: float = 120.0) -> str:
         detail = (result.stderr or result.stdout).strip().splitlines()[-6:]
         kernel = host.run("dmesg | tail -n 6", timeout=30).stdout.strip()
         raise StackError(
-            f"{host.name}: {what} failed (exit {result.rc}): " + " | ".join(detail)
+            f"{host.name}: {what} failed (exit {result.rc}): "
+            + " | ".join(detail)
             + (f"\n  kernel log: {' | '.join(kernel.splitlines())}" if kernel else "")
         )
     return result.stdout

@@ -14,7 +14,9 @@ from sanlab.targets.naming import NVME_PORT
 CFS = "/sys/kernel/config/nvmet"
 
 
-def start(host: Host, nqn: str, transport: str, address: str, backings: list[Backing], port_id: int = 1) -> None:
+def start(
+    host: Host, nqn: str, transport: str, address: str, backings: list[Backing], port_id: int = 1
+) -> None:
     trtype = "tcp" if transport == "nvme-tcp" else "rdma"
     lines = [
         f"modprobe nvmet-{trtype}",
@@ -23,7 +25,10 @@ def start(host: Host, nqn: str, transport: str, address: str, backings: list[Bac
     ]
     for nsid, backing in enumerate(backings, start=1):
         ns = f"{CFS}/subsystems/{nqn}/namespaces/{nsid}"
-        lines += [f"mkdir {ns}", f"printf %s {backing.path} > {ns}/device_path", f"echo 1 > {ns}/enable"]
+        lines += [f"mkdir {ns}", f"printf %s {backing.path} > {ns}/device_path"]
+        if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
+            lines.append(f"echo 1 > {ns}/buffered_io")
+        lines.append(f"echo 1 > {ns}/enable")
     port = f"{CFS}/ports/{port_id}"
     lines += [
         f"mkdir {port}",

@@ -107,8 +107,27 @@ def test_model_impossible_combination():
     assert result.exit_code == 1 and "SRP runs over InfiniBand and RoCE, not iWARP" in result.output
 
 
-@pytest.mark.parametrize("command", ["run", "analyze"])
-def test_unbuilt_layers_say_so(command, tmp_path):
-    args = {"run": ["run", "x.yaml"], "analyze": ["analyze", "x.pcap"]}[command]
-    result = invoke(*args)
+def test_unbuilt_layers_say_so():
+    result = invoke("analyze", "x.pcap")
     assert result.exit_code != 0 and "not built yet" in result.output
+
+
+def test_run_refuses_a_bad_scenario_before_booting(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "hosts: [{name: a, role: initiator}, {name: b, role: target}]\n"
+        "links: [{endpoints: [a, b], fabric: roce}]\n"
+        "targets: [{host: b, stack: lio, transport: iser, backstore: null}]\n"
+        "workloads: [{rw: randwrite, bs: 4k, verify: crc32c}]\n"
+    )
+    result = invoke("run", str(bad), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1
+    assert "targets[0].backstore: 'null' discards writes" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_needs_targets(tmp_path):
+    empty = tmp_path / "hosts-only.yaml"
+    empty.write_text("hosts: [{name: a, role: initiator}, {name: b, role: target}]\n")
+    result = invoke("run", str(empty), "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1 and "declares no targets: nothing to run" in result.output

@@ -32,7 +32,7 @@ def pair(request, guest_image):
     """pair-rxe / pair-siw with a shaped link: 2 ms each way, 50 Mbit/s, MTU 4000."""
     driver = request.param
     scenario = _scenario(f"pair-{driver}", mtu=4000, delay="2ms", rate="50mbit")
-    with running_lab(scenario, f"test-pair-{driver}", print) as lab:
+    with running_lab(scenario, f"test-pair-{driver}", print, keep_logs=False) as lab:
         yield driver, lab
         pids = [vm.pid for vm in lab.vms.values()]
     for pid in pids:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -61,3 +62,4 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
     assert not any(pid_alive(p) for p in pids)
     assert not list((labs_root() / "test-cli").glob("*.sock"))
     assert (labs_root() / "test-cli" / "initiator.console.log").exists()
+    shutil.rmtree(labs_root() / "test-cli")

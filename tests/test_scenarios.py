@@ -135,3 +135,19 @@ def test_name_defaults_to_stem():
 def test_matrix_axes_accept_scalars():
     scenario = load_scenario(SCENARIOS / "zeta-2016.yaml")
     assert scenario.workloads[0].iodepth == [32] and scenario.workloads[0].bs == [4096, 16384, 65536]
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ({"stack": "lio", "transport": "srp"}, "targets[0].transport: SRP does not run over iWARP"),
+        ({"stack": "lio", "transport": "iser"}, "targets[0].stack: LIO cannot serve iSER over iWARP"),
+    ],
+)
+def test_impossible_iwarp_combinations_are_refused(tmp_path, target, expected):
+    data = yaml.safe_load((SCENARIOS / "pair-siw.yaml").read_text())
+    data["targets"][0].update(target)
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = sanlab("validate", str(path))
+    assert result.returncode == 1 and expected in result.stderr

@@ -1,0 +1,106 @@
+"""``sanlab run``: boot a scenario's hosts, run its matrix on the real stacks, tear down."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from sanlab.emulator.images import build_image
+from sanlab.emulator.lab import Lab, running_lab
+from sanlab.scenarios.errors import SanlabError, ScenarioError
+from sanlab.scenarios.records import results_document, write_results
+from sanlab.scenarios.sizes import format_size
+from sanlab.targets import runner
+from sanlab.validation import load_checked
+
+
+def _say(message: str) -> None:
+    click.echo(f"{time.strftime('%H:%M:%S')} {message}", err=True)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command()
+@click.argument("scenario", type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(path_type=Path), help="Output directory (default: runs/NAME-TIME).")
+@click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
+def run(scenario: Path, out: Path | None, as_json: bool) -> None:
+    """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
+
+    Writes results.json, the raw fio JSON, one pcap per link (when capture is
+    on) and console and kernel logs into the output directory.  IOPS are the
+    speed of software emulation on this machine, not of any hardware; use
+    'sanlab model' for projections.
+
+    \b
+    Example:
+      sanlab run scenarios/smoke.yaml --out runs/smoke
+    """
+    try:
+        loaded = load_checked(scenario)
+        if not loaded.targets:
+            raise SanlabError(f"{scenario}: declares no targets: nothing to run (try 'sanlab lab up')")
+        out = out or Path("runs") / f"{scenario.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        out.mkdir(parents=True, exist_ok=True)
+        build_image(_say)
+        signal.signal(signal.SIGTERM, _interrupt)
+        name = f"run-{scenario.stem}-{os.getpid()}"
+        capture = out if loaded.capture else None
+        records = []
+        with running_lab(loaded, name, _say, capture, keep_logs=False) as lab:
+            try:
+                records = runner.run(loaded, lab.vms, lab.plan.addresses, out, _say)
+            finally:
+                _collect_logs(lab, out)
+    except ScenarioError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(1)
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+    write_results(records, out / "results.json")
+    failed = [r for r in records if r.error]
+    if as_json:
+        click.echo(json.dumps(results_document(records), indent=2))
+    else:
+        click.echo(
+            f"{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
+            f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6}"
+        )
+        for r in records:
+            click.echo(
+                f"{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
+                f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
+                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + (f" ERROR: {r.error[:80]}" if r.error else "")
+            )
+        click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
+        click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if loaded.capture else ''})")
+    sys.exit(1 if failed else 0)
+
+
+def _error_note(error: str | None) -> str:
+    return f" ERROR: {error[:80]}" if error else ""
+
+
+def _collect_logs(lab: Lab, out: Path) -> None:
+    logs = out / "logs"
+    logs.mkdir(exist_ok=True)
+    for vm in lab.vms.values():
+        try:
+            (logs / f"{vm.name}.dmesg").write_text(vm.run("dmesg", timeout=30).stdout)
+            tgtd = vm.run("cat /var/log/tgtd.log 2>/dev/null", timeout=30).stdout
+            if tgtd:
+                (logs / f"{vm.name}.tgtd.log").write_text(tgtd)
+        except SanlabError:
+            pass
+        if vm.console_log.exists():
+            shutil.copy(vm.console_log, logs / vm.console_log.name)

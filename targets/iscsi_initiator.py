@@ -1,0 +1,80 @@
+"""open-iscsi on the initiator: the default (TCP) iface or the ``iser`` iface.
+
+The new disk is found from the session: the session whose target name is
+ours, then the SCSI disks under that session in sysfs.
+"""
+
+from __future__ import annotations
+
+import time
+
+from sanlab.targets.host import Host, StackError, sh
+from sanlab.targets.lio import Chap
+
+
+def prepare(host: Host, initiator_iqn: str) -> None:
+    sh(
+        host,
+        f"""
+mkdir -p /etc/iscsi /run/lock/iscsi /var/lib/iscsi
+echo InitiatorName={initiator_iqn} > /etc/iscsi/initiatorname.iscsi
+modprobe sd_mod  # no udev in the guest: nothing autoloads the disk driver
+modprobe iscsi_tcp; modprobe ib_iser || true
+pidof iscsid >/dev/null || iscsid
+""",
+        "starting iscsid",
+    )
+
+
+def login(
+    host: Host,
+    iqn: str,
+    portal: str,
+    iser: bool,
+    header_digest: bool,
+    data_digest: bool,
+    chap: Chap | None,
+    discover: bool = True,
+) -> list[str]:
+    """Log in; with ``discover=False`` the node record is made by hand (tgt's iSER lists nothing)."""
+    iface = "iser" if iser else "default"
+    node = f"iscsiadm -m node -T {iqn} -p {portal} -I {iface}"
+    digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
+    find = (
+        f"iscsiadm -m discovery -t sendtargets -p {portal} -I {iface} >/dev/null"
+        if discover
+        else f"{node} -o new >/dev/null"
+    )
+    lines = [
+        find,
+        f"{node} -o update -n node.conn[0].iscsi.HeaderDigest -v {digest(header_digest)}",
+        f"{node} -o update -n node.conn[0].iscsi.DataDigest -v {digest(data_digest)}",
+    ]
+    if chap:
+        lines += [
+            f"{node} -o update -n node.session.auth.authmethod -v CHAP",
+            f"{node} -o update -n node.session.auth.username -v {chap.username}",
+            f"{node} -o update -n node.session.auth.password -v {chap.password}",
+        ]
+    lines.append(f"{node} --login")
+    sh(host, "\n".join(lines), f"iSCSI login to {iqn} at {portal} ({iface})", timeout=180)
+    return disks(host, iqn)
+
+
+def disks(host: Host, iqn: str, timeout: float = 30.0) -> list[str]:
+    script = (
+        "for s in /sys/class/iscsi_session/session*; do "
+        f'[ "$(cat $s/targetname)" = {iqn} ] || continue; '
+        'for b in $s/device/target*/*/block/*; do [ -e "$b" ] && echo /dev/$(basename $b); done; done'
+    )
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = host.run(script, timeout=30).stdout.split()
+        if found:
+            return sorted(found)
+        time.sleep(0.5)
+    raise StackError(f"{host.name}: logged in to {iqn}, but no disk appeared in {timeout:.0f} s")
+
+
+def logout(host: Host, iqn: str) -> None:
+    host.run(f"iscsiadm -m node -T {iqn} --logout; iscsiadm -m node -T {iqn} -o delete", timeout=120)

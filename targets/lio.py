@@ -1,0 +1,158 @@
+"""LIO, the kernel's SCSI target, through configfs (targetcli needs D-Bus).
+
+One backstore object per LUN under ``core/``; then a fabric: an iSCSI target
+(IQN, TPG 1, a network portal with iSER switched on or off, an ACL per
+initiator) or an SRP target port named after the RDMA port's GID, with its
+RDMA/CM port in ``srpt/discovery_auth/rdma_cm_port`` (the module parameter
+is gone in 6.1).  The layout follows blktests' tests/srp/rc.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sanlab.targets.backstores import Backing
+from sanlab.targets.host import Host, sh
+from sanlab.targets.naming import ISCSI_PORT, SRP_PORT
+
+CFS = "/sys/kernel/config/target"
+
+
+@dataclass(frozen=True)
+class Chap:
+    username: str
+    password: str
+
+
+def _backstore(name: str, lun: int, backing: Backing | None, size: int) -> tuple[str, list[str]]:
+    """(configfs path, commands) of one LUN's storage object."""
+    if backing is None:  # LIO's own RAM disk
+        path = f"{CFS}/core/rd_mcp_{lun}/{name}"
+        control = f"rd_pages={max(1, size // 4096)}"
+    elif backing.kind == "block":
+        path = f"{CFS}/core/iblock_{lun}/{name}"
+        control = f"udev_path={backing.path}"
+    else:
+        path = f"{CFS}/core/fileio_{lun}/{name}"
+        control = f"fd_dev_name={backing.path},fd_dev_size={backing.size}"
+    serial = f"sanlab{name}{lun}"[-20:]
+    return path, [
+        f"mkdir -p {path}",
+        f"echo {control} > {path}/control",
+        f"echo {serial} > {path}/wwn/vpd_unit_serial",
+        f"echo 1 > {path}/enable",
+    ]
+
+
+def _luns(tpg: str, name: str, backings: list[Backing | None], size: int) -> list[str]:
+    lines = []
+    for lun, backing in enumerate(backings):
+        path, commands = _backstore(name, lun, backing, size)
+        lines += commands
+        lines += [f"mkdir -p {tpg}/lun/lun_{lun}", f"ln -s {path} {tpg}/lun/lun_{lun}/{name}"]
+    return lines
+
+
+def _acl(tpg: str, initiator: str, luns: int) -> list[str]:
+    acl = f"{tpg}/acls/{initiator}"
+    lines = [f"mkdir -p {acl}"]
+    for lun in range(luns):
+        lines += [f"mkdir -p {acl}/lun_{lun}", f"ln -s {tpg}/lun/lun_{lun} {acl}/lun_{lun}/map"]
+    return lines
+
+
+def start_iscsi(
+    host: Host,
+    iqn: str,
+    initiator_iqn: str,
+    address: str,
+    iser: bool,
+    backings: list[Backing | None],
+    size: int,
+    header_digest: bool,
+    data_digest: bool,
+    chap: Chap | None,
+) -> None:
+    tpg = f"{CFS}/iscsi/{iqn}/tpgt_1"
+    portal = f"{tpg}/np/{address}:{ISCSI_PORT}"
+    lines = ["modprobe target_core_mod", "modprobe iscsi_target_mod"]
+    if iser:
+        lines.append("modprobe ib_isert")
+    lines += [f"mkdir -p {tpg}"] + _luns(tpg, iqn.rsplit(":", 1)[1], backings, size)
+    lines += _acl(tpg, initiator_iqn, len(backings))
+    lines += [f"mkdir {portal}"]
+    if iser:
+        lines.append(f"echo 1 > {portal}/iser")
+    digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
+    lines += [
+        f"echo {digest(header_digest)} > {tpg}/param/HeaderDigest",
+        f"echo {digest(data_digest)} > {tpg}/param/DataDigest",
+    ]
+    if chap:
+        lines += [
+            f"echo {chap.username} > {tpg}/acls/{initiator_iqn}/auth/userid",
+            f"echo {chap.password} > {tpg}/acls/{initiator_iqn}/auth/password",
+            f"echo 1 > {tpg}/attrib/authentication",
+        ]
+    else:
+        lines.append(f"echo 0 > {tpg}/attrib/authentication")
+    lines.append(f"echo 1 > {tpg}/enable")
+    sh(host, "\n".join(lines), f"LIO: exporting {iqn} over {'iSER' if iser else 'iSCSI'} on {address}")
+
+
+def srp_port_name(gid: str) -> str:
+    """How ib_srpt names a port: the GUID half of a link-local GID, else 0x + the whole GID."""
+    if gid.startswith("fe80:0000:0000:0000:"):
+        return gid.removeprefix("fe80:0000:0000:0000:")
+    return "0x" + gid.replace(":", "")
+
+
+def start_srp(
+    host: Host,
+    rdma_device: str,
+    address: str,
+    initiator_ids: list[str],
+    backings: list[Backing | None],
+    size: int,
+) -> str:
+    """Export the LUNs on ``rdma_device``; returns the target's service GUID (the ioc_guid).
+
+    For a login over RDMA/CM, Linux 6.1's ib_srpt looks the ACL up under the
+    *target's own* address (it takes the connection's source address on the
+    passive side; its log says "Rejected login for initiator <target IP>").
+    So the target's address is an ACL name too, beside the initiator's GID
+    and address, which other kernels use.
+    """
+    gid = sh(host, f"cat /sys/class/infiniband/{rdma_device}/ports/1/gids/0", "reading the port GID")
+    port = srp_port_name(gid.strip())
+    tpg = f"{CFS}/srpt/{port}/{port}"
+    lines = [
+        "modprobe target_core_mod",
+        "modprobe ib_srpt",
+        f"mkdir -p {CFS}/srpt",
+        f"echo {SRP_PORT} > {CFS}/srpt/discovery_auth/rdma_cm_port",
+        f"mkdir -p {tpg}",
+    ] + _luns(tpg, "srp", backings, size)
+    for ident in sorted(set(initiator_ids) | {address}):
+        lines += _acl(tpg, ident, len(backings))
+    lines.append(f"echo 1 > {tpg}/enable")
+    sh(host, "\n".join(lines), f"LIO: exporting SRP on {rdma_device} ({port})")
+    return sh(
+        host, "cat /sys/module/ib_srpt/parameters/srpt_service_guid", "reading srpt_service_guid"
+    ).strip()
+
+
+def stop_all(host: Host) -> None:
+    """Remove every LIO object, leaves first, as blktests' stop_lio_srpt does."""
+    host.run(
+        f"""
+        for e in {CFS}/srpt/*/*/enable {CFS}/iscsi/*/tpgt_*/enable; do [ -e $e ] && echo 0 > $e; done
+        rm -f {CFS}/*/*/*/acls/*/*/* {CFS}/*/*/*/lun/*/* 2>/dev/null
+        rmdir {CFS}/*/*/*/acls/*/* {CFS}/*/*/*/acls/* {CFS}/*/*/*/lun/* {CFS}/*/*/*/np/* 2>/dev/null
+        rmdir {CFS}/*/*/*/ {CFS}/*/*/ 2>/dev/null
+        rmdir {CFS}/core/*/* {CFS}/core/* 2>/dev/null
+        rmdir {CFS}/srpt {CFS}/iscsi 2>/dev/null
+        true
+        """,
+        timeout=60,
+    )

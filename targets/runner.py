@@ -1,0 +1,176 @@
+"""Run a scenario's matrix on hosts that are already up: one target at a time.
+
+For each target: export it, connect the initiator, run every workload point
+that applies to its transport with fio, and take it all down again.  Each
+point becomes a ``ResultRecord`` (``mode: emulated``) with the raw fio JSON
+kept beside it; a point or a whole target that fails is recorded with its
+error and the run goes on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.schema import Scenario, Target, Workload
+from sanlab.scenarios.semantics import link_name, rdma_driver, target_link
+from sanlab.scenarios.sizes import format_size
+from sanlab.targets.fio import FioJob, parse
+from sanlab.targets.host import Host
+from sanlab.targets.stacks import Wiring, exported
+
+Say = Callable[[str], None]
+TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
+
+
+@dataclass(frozen=True)
+class Point:
+    target: Target
+    name: str
+    workload: Workload
+    rw: str
+    bs: int
+    iodepth: int
+    numjobs: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.rw} {format_size(self.bs)} qd{self.iodepth} j{self.numjobs}"
+
+
+def target_name(target: Target, index: int) -> str:
+    return target.name or f"{target.stack}-{target.transport}-{index}"
+
+
+def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
+    for workload in scenario.workloads:
+        if workload.transports and target.transport not in workload.transports:
+            continue
+        for rw, bs, qd, nj in itertools.product(workload.rw, workload.bs, workload.iodepth, workload.numjobs):
+            yield Point(target, name, workload, rw, bs, qd, nj)
+
+
+def wiring(
+    scenario: Scenario, target: Target, hosts: Mapping[str, Host], addresses: dict[tuple[str, str], str]
+) -> tuple[Wiring, str, str | None, float | None, int]:
+    found = target_link(scenario, target)
+    if found is None:
+        raise SanlabError(f"target on {target.host!r} has no link")
+    index, link = found
+    lname = link_name(link, index)
+    initiator = next(h for h in link.endpoints if h != target.host)
+    driver = rdma_driver(link)
+    wire = Wiring(
+        target_host=hosts[target.host],
+        initiator_host=hosts[initiator],
+        target_address=addresses[(lname, target.host)],
+        initiator_address=addresses[(lname, initiator)],
+        rdma_device=f"{driver}_{lname}" if driver else None,
+    )
+    rate = link.rate / 1e9 if link.rate else None
+    if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
+        return wire, "eth", None, rate, link.mtu
+    return wire, link.fabric, driver, rate, link.mtu
+
+
+def _cpu_sample(host: Host) -> tuple[int, int]:
+    fields = host.run("head -n1 /proc/stat", timeout=30).stdout.split()[1:]
+    values = [int(v) for v in fields]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    return sum(values), idle
+
+
+def _busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total, idle = after[0] - before[0], after[1] - before[1]
+    return round(100.0 * (total - idle) / total, 2) if total > 0 else 0.0
+
+
+def run(
+    scenario: Scenario,
+    hosts: Mapping[str, Host],
+    addresses: dict[tuple[str, str], str],
+    out: Path,
+    say: Say = lambda m: None,
+) -> list[ResultRecord]:
+    raw_dir = out / "fio"
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    records: list[ResultRecord] = []
+    todo = [(t, target_name(t, i)) for i, t in enumerate(scenario.targets)]
+    total = sum(len(list(points(scenario, t, n))) for t, n in todo)
+    done = 0
+    for target, name in todo:
+        wire, fabric, driver, rate, mtu = wiring(scenario, target, hosts, addresses)
+        base: dict[str, object] = {
+            "mode": "emulated",
+            "transport": target.transport,
+            "fabric": fabric,
+            "rdma_driver": driver,
+            "target_stack": target.stack,
+            "link_gbps": rate,
+            "mtu": mtu,
+        }
+        cells = list(points(scenario, target, name))
+        finished = 0
+        try:
+            say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
+            with exported(target, name, wire) as devices:
+                for p in cells:
+                    rec = _run_point(p, devices[0], wire, raw_dir, base)
+                    records.append(rec)
+                    finished += 1
+                    outcome = (
+                        f"{rec.iops:.0f} IOPS (emulated), verify {rec.verify}"
+                        if rec.error is None
+                        else f"FAILED: {rec.error}"
+                    )
+                    say(f"[{done + finished}/{total}] {p.label}: {outcome}")
+        except SanlabError as exc:
+            for p in cells[finished:]:
+                verify = "fail" if p.workload.verify != "off" else "off"
+                records.append(_record(base, p, error=str(exc), verify=verify))
+            say(f"{name}: FAILED: {exc}")
+        done += len(cells)
+    return records
+
+
+def _record(base: dict[str, object], p: Point, **figures: object) -> ResultRecord:
+    point = {"rw": p.rw, "bs": p.bs, "iodepth": p.iodepth, "numjobs": p.numjobs}
+    return ResultRecord.model_validate(base | point | figures)
+
+
+def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
+    verify = p.workload.verify != "off"
+    job = FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify)
+    initiator, target = wire.initiator_host, wire.target_host
+    if verify and "read" in p.rw:
+        filled = initiator.run(job.fill_argv(), timeout=600)
+        if not filled.ok:
+            return _record(base, p, error=f"fio fill failed: {filled.stderr.strip()[-300:]}", verify="fail")
+    before = _cpu_sample(initiator), _cpu_sample(target)
+    result = initiator.run(job.argv(), timeout=p.workload.runtime + 600)
+    after = _cpu_sample(initiator), _cpu_sample(target)
+    stem = p.label.replace(" ", "_")
+    (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")
+    try:
+        fio = parse(result.stdout, p.rw)
+    except SanlabError as exc:
+        detail = f"{exc}; fio stderr: {result.stderr.strip()[-300:]}"
+        return _record(base, p, error=detail, verify="fail" if verify else "off")
+    failed = result.rc != 0 or fio.error != 0
+    problem = f"fio exit {result.rc}, error {fio.error}: {result.stderr.strip()[-300:]}"
+    return _record(
+        base,
+        p,
+        iops=round(fio.iops, 1),
+        bw_mibps=round(fio.bw_mibps, 3),
+        lat_mean_us=round(fio.lat_mean_us, 1),
+        lat_p99_us=round(fio.lat_p99_us, 1),
+        cpu_initiator_pct=_busy_pct(before[0], after[0]),
+        cpu_target_pct=_busy_pct(before[1], after[1]),
+        verify=("fail" if failed else "pass") if verify else "off",
+        error=problem if failed else None,
+    )

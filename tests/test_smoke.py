@@ -1,0 +1,73 @@
+"""`sanlab run scenarios/smoke.yaml`: every transport x soft-RDMA combination, verified.
+
+One boot of two VMs under TCG; each combination runs short fio jobs with
+crc32c verification against the real kernel (or tgt) target.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from support import REPO
+
+pytestmark = pytest.mark.vm
+
+EXPECTED = {
+    ("iscsi", "lio", "eth", None),
+    ("iscsi", "tgt", "eth", None),
+    ("iser", "lio", "roce", "rxe"),
+    ("iser", "tgt", "iwarp", "siw"),
+    ("srp", "lio", "roce", "rxe"),
+    ("nvme-tcp", "nvmet", "eth", None),
+    ("nvme-rdma", "nvmet", "roce", "rxe"),
+    ("nvme-rdma", "nvmet", "iwarp", "siw"),
+}
+
+
+@pytest.fixture(scope="module")
+def smoke(guest_image, tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke")
+    result = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", "scenarios/smoke.yaml", "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
+    return out, result
+
+
+def test_run_succeeds(smoke):
+    _, result = smoke
+    assert result.returncode == 0, result.stderr[-4000:]
+
+
+def test_every_combination_reports_iops_with_verify_pass(smoke):
+    out, result = smoke
+    records = json.loads(result.stdout)["results"]
+    combos = {(r["transport"], r["target_stack"], r["fabric"], r["rdma_driver"]) for r in records}
+    assert combos == EXPECTED
+    for r in records:
+        assert r["mode"] == "emulated"
+        assert r["error"] is None, r
+        assert r["iops"] > 0 and r["verify"] == "pass", r
+    assert json.loads((out / "results.json").read_text())["results"] == records
+
+
+def test_pcaps_logs_and_raw_fio_are_written(smoke):
+    out, _ = smoke
+    for link in ("roce", "iwarp"):
+        pcap = out / f"{link}.pcap"
+        assert pcap.stat().st_size > 10_000
+        assert pcap.read_bytes()[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4")
+    assert len(list((out / "fio").glob("*.json"))) == 16
+    assert (out / "logs" / "target.dmesg").read_text()
+
+
+def test_nothing_is_left_behind(smoke):
+    leftovers = subprocess.run(["pgrep", "-f", "sanlab-labs|labs/run-smoke"], capture_output=True, text=True)
+    assert leftovers.stdout == ""
