@@ -89,9 +89,10 @@ def start_iscsi(
         f"echo {digest(data_digest)} > {tpg}/param/DataDigest",
     ]
     if chap:
+        # printf, not echo: LIO keeps a trailing newline as part of the secret.
         lines += [
-            f"echo {chap.username} > {tpg}/acls/{initiator_iqn}/auth/userid",
-            f"echo {chap.password} > {tpg}/acls/{initiator_iqn}/auth/password",
+            f"printf %s '{chap.username}' > {tpg}/acls/{initiator_iqn}/auth/userid",
+            f"printf %s '{chap.password}' > {tpg}/acls/{initiator_iqn}/auth/password",
             f"echo 1 > {tpg}/attrib/authentication",
         ]
     else:
