@@ -135,7 +135,7 @@ def project_point(point: Point, settings: Settings | None = None) -> ResultRecor
         profile=point.profile,
         wire_gbps=round(iops * busiest * 8 / 1e9, 3),
         bottleneck=sim.bottleneck,
-        bound_iops=round(bound, 1) if bound != float("inf") else None,
+        bound=round(bound, 1) if bound != float("inf") else None,
         iops_ci95=(round(low, 1), round(high, 1)),
         seed=cfg.seed,
     )

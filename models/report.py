@@ -157,7 +157,7 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
                     r.cpu_target_pct,
                     r.cpu_initiator_pct,
                     r.bottleneck,
-                    r.bound_iops,
+                    r.bound,
                     m.iops if m else "",
                     f"{100 * err:.2f}" if err is not None else "",
                     m.lat_mean_us if m and m.lat_mean_us else "",

@@ -44,7 +44,7 @@ class ResultRecord(BaseModel):
     profile: str | None = None
     wire_gbps: float | None = None
     bottleneck: str | None = None
-    bound_iops: float | None = None
+    bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
     seed: int | None = None
     # Set when a matrix cell failed; the run goes on and records why.

@@ -18,15 +18,15 @@ CPU_BOUND = Point("nvme-tcp", "eth", 100, "randread", 4096, 16, 4)
 
 def test_never_above_the_wire_bound_and_reaches_it_when_link_bound():
     record = project_point(LINK_BOUND)
-    assert record.iops <= record.bound_iops
-    assert record.iops >= 0.97 * record.bound_iops
+    assert record.iops <= record.bound
+    assert record.iops >= 0.97 * record.bound
     assert record.bottleneck == "link-in"
 
 
 @pytest.mark.parametrize("transport,fabric", [("iscsi", "eth"), ("srp", "ib"), ("nvme-rdma", "iwarp")])
 def test_bound_holds_for_large_sequential_io(transport, fabric):
     record = project_point(Point(transport, fabric, 10, "read", 1 << 20, 8, 2))
-    assert 0 < record.iops <= record.bound_iops
+    assert 0 < record.iops <= record.bound
 
 
 def test_deterministic_for_a_seed():
