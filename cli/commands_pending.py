@@ -27,15 +27,3 @@ def analyze(pcap: str, as_json: bool) -> None:
       sanlab analyze runs/smoke/iser-rxe.pcap --json
     """
     _not_yet("analyze", "dissectors", 6)
-
-
-@click.command()
-@click.argument("action", type=click.Choice(["install", "path"]))
-def dissectors(action: str) -> None:
-    """Install sanlab's Wireshark Lua dissectors, or print where they are.
-
-    \b
-    Example:
-      sanlab dissectors install
-    """
-    _not_yet("dissectors", "dissectors", 6)

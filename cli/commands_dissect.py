@@ -1,0 +1,44 @@
+"""``sanlab dissectors``: install sanlab's Wireshark plugins or show where they are."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from sanlab.dissectors import plugins
+
+
+@click.group()
+def dissectors() -> None:
+    """Install sanlab's Wireshark Lua dissectors, or print where they are.
+
+    SRP over InfiniBand/RoCE, and MPA/DDP/RDMAP with iSER and NVMe-oF over
+    iWARP.  For NVMe/RDMA over iWARP (port 4420) also enable Wireshark's
+    "Try heuristic sub-dissectors first" (TCP protocol preferences).
+
+    \b
+    Example:
+      sanlab dissectors install
+      tshark $(for f in $(sanlab dissectors path)/*.lua; do echo -X lua_script:$f; done) -r x.pcap
+    """
+
+
+@dissectors.command("install")
+@click.option(
+    "--to",
+    "destination",
+    type=click.Path(path_type=Path),
+    help="Plugin folder (default: ~/.local/lib/wireshark/plugins).",
+)
+def install(destination: Path | None) -> None:
+    """Copy the plugins into Wireshark's personal plugin folder."""
+    for path in plugins.install(destination):
+        click.echo(f"installed {path}")
+    click.echo("restart Wireshark (or reload Lua plugins: Analyze > Reload Lua Plugins) to use them")
+
+
+@dissectors.command("path")
+def path() -> None:
+    """Print the folder that holds the plugins."""
+    click.echo(plugins.plugin_dir())

@@ -1,0 +1,265 @@
+-- iWARP (MPA / DDP / RDMAP) with iSER and NVMe-oF payloads, for Wireshark 4.0+.
+--
+-- soft-iWARP (siw) speaks MPA revision 2 (RFC 6581), which Wireshark 4.0's
+-- MPA dissector predates, so nothing after the start-up is decoded.  This
+-- dissector recognises the MPA request/reply frames (revision 1 or 2), takes
+-- the TCP conversation, and splits the stream into FPDUs (length, ULPDU,
+-- pad, CRC32c).  Each FPDU's DDP/RDMAP header is decoded (tagged: STag and
+-- tagged offset; untagged: queue, MSN, message offset), and the payload of a
+-- SEND is decoded as iSER (header + iSCSI BHS) or as an NVMe-oF capsule (a
+-- 64-byte command or a 16-byte completion) by its TCP port.  Truncated or
+-- inconsistent frames get expert info, never a Lua error.
+--
+-- Over port 4420 Wireshark's NVMe/TCP port dissector would claim the stream
+-- first: enable "Try heuristic sub-dissectors first" (tshark:
+-- -o tcp.try_heuristic_first:TRUE), as `sanlab analyze` does.
+
+local iwarp = Proto("sanlab_iwarp", "iWARP (MPA/DDP/RDMAP)")
+local iser = Proto("sanlab_iser", "iSER over iWARP")
+local nvmeof = Proto("sanlab_nvmeof", "NVMe-oF over iWARP")
+
+local rdmap_ops = {
+  [0] = "RDMA Write", [1] = "RDMA Read Request", [2] = "RDMA Read Response", [3] = "Send",
+  [4] = "Send with Invalidate", [5] = "Send with SE", [6] = "Send with SE and Invalidate",
+  [7] = "Terminate",
+}
+
+local f = iwarp.fields
+f.mpa_key = ProtoField.string("sanlab_iwarp.mpa.key", "MPA key")
+f.mpa_flags = ProtoField.uint8("sanlab_iwarp.mpa.flags", "MPA flags", base.HEX)
+f.mpa_marker = ProtoField.bool("sanlab_iwarp.mpa.markers", "Markers", 8, nil, 0x80)
+f.mpa_crc_flag = ProtoField.bool("sanlab_iwarp.mpa.crc", "CRC", 8, nil, 0x40)
+f.mpa_reject = ProtoField.bool("sanlab_iwarp.mpa.reject", "Reject", 8, nil, 0x20)
+f.mpa_rev = ProtoField.uint8("sanlab_iwarp.mpa.rev", "MPA revision")
+f.mpa_pd_len = ProtoField.uint16("sanlab_iwarp.mpa.pd_len", "Private data length")
+f.mpa_ird = ProtoField.uint16("sanlab_iwarp.mpa.ird", "IRD (MPA v2)", base.DEC, nil, 0x3fff)
+f.mpa_ord = ProtoField.uint16("sanlab_iwarp.mpa.ord", "ORD (MPA v2)", base.DEC, nil, 0x3fff)
+f.mpa_pd = ProtoField.bytes("sanlab_iwarp.mpa.private_data", "Private data")
+f.ulpdu_len = ProtoField.uint16("sanlab_iwarp.mpa.ulpdu_length", "ULPDU length")
+f.pad = ProtoField.bytes("sanlab_iwarp.mpa.pad", "Pad")
+f.crc = ProtoField.uint32("sanlab_iwarp.mpa.crc32c", "CRC32c", base.HEX)
+f.tagged = ProtoField.bool("sanlab_iwarp.ddp.tagged", "Tagged", 8, nil, 0x80)
+f.last = ProtoField.bool("sanlab_iwarp.ddp.last", "Last", 8, nil, 0x40)
+f.ddp_ver = ProtoField.uint8("sanlab_iwarp.ddp.version", "DDP version", base.DEC, nil, 0x03)
+f.rdmap_ver = ProtoField.uint8("sanlab_iwarp.rdmap.version", "RDMAP version", base.DEC, nil, 0xc0)
+f.opcode = ProtoField.uint8("sanlab_iwarp.rdmap.opcode", "RDMAP opcode", base.DEC, rdmap_ops, 0x0f)
+f.stag = ProtoField.uint32("sanlab_iwarp.ddp.stag", "STag", base.HEX)
+f.to = ProtoField.uint64("sanlab_iwarp.ddp.to", "Tagged offset", base.HEX)
+f.inv_stag = ProtoField.uint32("sanlab_iwarp.rdmap.inval_stag", "Invalidate STag", base.HEX)
+f.qn = ProtoField.uint32("sanlab_iwarp.ddp.qn", "Queue number")
+f.msn = ProtoField.uint32("sanlab_iwarp.ddp.msn", "Message sequence number")
+f.mo = ProtoField.uint32("sanlab_iwarp.ddp.mo", "Message offset")
+f.sink_stag = ProtoField.uint32("sanlab_iwarp.rdmap.sink_stag", "Data sink STag", base.HEX)
+f.sink_to = ProtoField.uint64("sanlab_iwarp.rdmap.sink_to", "Data sink TO", base.HEX)
+f.read_size = ProtoField.uint32("sanlab_iwarp.rdmap.read_size", "RDMA Read message size")
+f.src_stag = ProtoField.uint32("sanlab_iwarp.rdmap.src_stag", "Data source STag", base.HEX)
+f.src_to = ProtoField.uint64("sanlab_iwarp.rdmap.src_to", "Data source TO", base.HEX)
+f.payload_len = ProtoField.uint32("sanlab_iwarp.payload_length", "Payload length")
+
+local fi = iser.fields
+fi.flags = ProtoField.uint8("sanlab_iser.flags", "iSER flags", base.HEX)
+fi.wstag = ProtoField.uint32("sanlab_iser.write_stag", "Write STag", base.HEX)
+fi.wva = ProtoField.uint64("sanlab_iser.write_va", "Write VA", base.HEX)
+fi.rstag = ProtoField.uint32("sanlab_iser.read_stag", "Read STag", base.HEX)
+fi.rva = ProtoField.uint64("sanlab_iser.read_va", "Read VA", base.HEX)
+local iscsi_ops = {
+  [0x00] = "NOP-Out", [0x01] = "SCSI Command", [0x02] = "Task Management Request", [0x03] = "Login Request",
+  [0x04] = "Text Request", [0x05] = "SCSI Data-Out", [0x06] = "Logout Request", [0x20] = "NOP-In",
+  [0x21] = "SCSI Response", [0x22] = "Task Management Response", [0x23] = "Login Response",
+  [0x24] = "Text Response", [0x25] = "SCSI Data-In", [0x26] = "Logout Response", [0x31] = "R2T",
+  [0x32] = "Async Message", [0x3f] = "Reject",
+}
+fi.opcode = ProtoField.uint8("sanlab_iser.iscsi.opcode", "iSCSI opcode", base.HEX, iscsi_ops, 0x3f)
+fi.itt = ProtoField.uint32("sanlab_iser.iscsi.itt", "Initiator task tag", base.HEX)
+fi.edtl = ProtoField.uint32("sanlab_iser.iscsi.edtl", "Expected data transfer length")
+fi.status = ProtoField.uint8("sanlab_iser.iscsi.status", "SCSI status", base.HEX)
+fi.scsi_op = ProtoField.uint8("sanlab_iser.scsi.opcode", "SCSI opcode", base.HEX)
+fi.lba = ProtoField.uint64("sanlab_iser.scsi.lba", "Logical block address")
+fi.xfer = ProtoField.uint32("sanlab_iser.scsi.transfer_length", "Transfer length (blocks)")
+
+local fn = nvmeof.fields
+local nvme_ops = { [0x00] = "Flush", [0x01] = "Write", [0x02] = "Read", [0x7f] = "Fabrics",
+  [0x06] = "Identify", [0x09] = "Set Features", [0x0a] = "Get Features", [0x18] = "Keep Alive",
+  [0x0c] = "Async Event Request" }
+fn.opcode = ProtoField.uint8("sanlab_nvmeof.opcode", "Opcode", base.HEX, nvme_ops)
+fn.cid = ProtoField.uint16("sanlab_nvmeof.cid", "Command identifier", base.HEX)
+fn.nsid = ProtoField.uint32("sanlab_nvmeof.nsid", "Namespace")
+fn.slba = ProtoField.uint64("sanlab_nvmeof.slba", "Starting LBA")
+fn.nlb = ProtoField.uint16("sanlab_nvmeof.nlb", "Number of logical blocks (0-based)")
+fn.sgl_len = ProtoField.uint32("sanlab_nvmeof.sgl_length", "SGL length")
+fn.sgl_key = ProtoField.uint32("sanlab_nvmeof.sgl_key", "SGL key", base.HEX)
+fn.sq_head = ProtoField.uint16("sanlab_nvmeof.sqhd", "SQ head")
+fn.status = ProtoField.uint16("sanlab_nvmeof.status", "Status", base.HEX)
+fn.kind = ProtoField.string("sanlab_nvmeof.kind", "Capsule")
+
+local e_short = ProtoExpert.new("sanlab_iwarp.short", "Truncated iWARP frame",
+  expert.group.MALFORMED, expert.severity.ERROR)
+local e_ver = ProtoExpert.new("sanlab_iwarp.version", "Unexpected DDP/RDMAP version",
+  expert.group.MALFORMED, expert.severity.WARN)
+local e_len = ProtoExpert.new("sanlab_iwarp.length", "FPDU length exceeds the TCP segment",
+  expert.group.MALFORMED, expert.severity.WARN)
+iwarp.experts = { e_short, e_ver, e_len }
+
+local KEY_REQ, KEY_REP = "MPA ID Req Frame", "MPA ID Rep Frame"
+local ISER_PORT, NVME_PORT = 3260, 4420
+local crc_on = {}  -- conversation (by stream) -> CRC negotiated
+
+local function stream_key(pinfo)
+  local a, b = tostring(pinfo.src) .. ":" .. pinfo.src_port, tostring(pinfo.dst) .. ":" .. pinfo.dst_port
+  if a < b then return a .. "-" .. b end
+  return b .. "-" .. a
+end
+
+local function ulp_port(pinfo)
+  if pinfo.src_port == NVME_PORT or pinfo.dst_port == NVME_PORT then return "nvme" end
+  return "iser"
+end
+
+local function dissect_iser(tvb, pinfo, root)
+  if tvb:len() < 28 then return "iSER (short)" end
+  local t = root:add(iser, tvb())
+  t:add(fi.flags, tvb(0, 1)); t:add(fi.wstag, tvb(4, 4)); t:add(fi.wva, tvb(8, 8))
+  t:add(fi.rstag, tvb(16, 4)); t:add(fi.rva, tvb(20, 8))
+  if tvb:len() < 28 + 48 then return "iSER control" end
+  local bhs = tvb(28, 48):tvb()
+  local op = bit.band(bhs(0, 1):uint(), 0x3f)
+  t:add(fi.opcode, bhs(0, 1)); t:add(fi.itt, bhs(16, 4))
+  local text = iscsi_ops[op] or string.format("iSCSI 0x%02x", op)
+  if op == 0x01 then
+    t:add(fi.edtl, bhs(20, 4))
+    local cdb = bhs(32, 16)
+    local sop = cdb(0, 1):uint()
+    t:add(fi.scsi_op, cdb(0, 1))
+    if sop == 0x28 or sop == 0x2a then
+      t:add(fi.lba, cdb(2, 4), UInt64(cdb(2, 4):uint())); t:add(fi.xfer, cdb(7, 2))
+      text = string.format("%s %s LBA %d len %d", text, sop == 0x28 and "READ(10)" or "WRITE(10)",
+        cdb(2, 4):uint(), cdb(7, 2):uint())
+    elseif sop == 0x88 or sop == 0x8a then
+      t:add(fi.lba, cdb(2, 8)); t:add(fi.xfer, cdb(10, 4))
+      text = string.format("%s %s LBA %s len %d", text, sop == 0x88 and "READ(16)" or "WRITE(16)",
+        tostring(cdb(2, 8):uint64()), cdb(10, 4):uint())
+    end
+  elseif op == 0x21 then
+    t:add(fi.status, bhs(3, 1))
+    text = string.format("%s status 0x%02x", text, bhs(3, 1):uint())
+  end
+  return text
+end
+
+local function dissect_nvme(tvb, pinfo, root)
+  local t = root:add(nvmeof, tvb())
+  if tvb:len() >= 64 then
+    t:add(fn.kind, "command")
+    local op = tvb(0, 1):uint()
+    t:add(fn.opcode, tvb(0, 1)); t:add_le(fn.cid, tvb(2, 2)); t:add_le(fn.nsid, tvb(4, 4))
+    t:add_le(fn.sgl_len, tvb(32, 4)); t:add_le(fn.sgl_key, tvb(36, 4))
+    local text = string.format("NVMe %s cid 0x%04x", nvme_ops[op] or string.format("0x%02x", op), tvb(2, 2):le_uint())
+    if op == 0x01 or op == 0x02 then
+      t:add_le(fn.slba, tvb(40, 8)); t:add_le(fn.nlb, tvb(48, 2))
+      text = text .. string.format(" LBA %s blocks %d", tostring(tvb(40, 8):le_uint64()), tvb(48, 2):le_uint() + 1)
+    end
+    return text
+  elseif tvb:len() >= 16 then
+    t:add(fn.kind, "completion")
+    t:add_le(fn.sq_head, tvb(8, 2)); t:add_le(fn.cid, tvb(12, 2)); t:add_le(fn.status, tvb(14, 2))
+    return string.format("NVMe completion cid 0x%04x status 0x%04x", tvb(12, 2):le_uint(),
+      bit.rshift(tvb(14, 2):le_uint(), 1))
+  end
+  return "NVMe (short)"
+end
+
+-- One FPDU at the start of tvb; returns its length on the wire (0: incomplete).
+local function dissect_fpdu(tvb, pinfo, root, crc)
+  local len = tvb:len()
+  if len < 2 then return -1 end
+  local ulpdu = tvb(0, 2):uint()
+  local pad = (4 - ((2 + ulpdu) % 4)) % 4
+  local total = 2 + ulpdu + pad + (crc and 4 or 0)
+  if total > len then return -(total - len) end
+  local t = root:add(iwarp, tvb(0, total))
+  t:add(f.ulpdu_len, tvb(0, 2))
+  if ulpdu < 2 then t:add_proto_expert_info(e_short) return total end
+  local b0, b1 = tvb(2, 1):uint(), tvb(3, 1):uint()
+  t:add(f.tagged, tvb(2, 1)); t:add(f.last, tvb(2, 1)); t:add(f.ddp_ver, tvb(2, 1))
+  t:add(f.rdmap_ver, tvb(3, 1)); t:add(f.opcode, tvb(3, 1))
+  if bit.band(b0, 0x03) ~= 1 or bit.rshift(b1, 6) ~= 1 then t:add_proto_expert_info(e_ver) end
+  local op = bit.band(b1, 0x0f)
+  local hdr = bit.band(b0, 0x80) ~= 0 and 14 or 18
+  if ulpdu < hdr then t:add_proto_expert_info(e_short) return total end
+  local info = rdmap_ops[op] or ("opcode " .. op)
+  if hdr == 14 then
+    t:add(f.stag, tvb(4, 4)); t:add(f.to, tvb(8, 8))
+  else
+    t:add(f.inv_stag, tvb(4, 4)); t:add(f.qn, tvb(8, 4)); t:add(f.msn, tvb(12, 4)); t:add(f.mo, tvb(16, 4))
+  end
+  local plen = ulpdu - hdr
+  t:add(f.payload_len, tvb(0, 2), plen)
+  if pad > 0 then t:add(f.pad, tvb(2 + ulpdu, pad)) end
+  if crc then t:add(f.crc, tvb(2 + ulpdu + pad, 4)) end
+  if op == 1 and plen >= 28 then
+    local p = tvb(2 + hdr, 28)
+    t:add(f.sink_stag, p(0, 4)); t:add(f.sink_to, p(4, 8)); t:add(f.read_size, p(12, 4))
+    t:add(f.src_stag, p(16, 4)); t:add(f.src_to, p(20, 8))
+    info = info .. string.format(" %d bytes", p(12, 4):uint())
+  elseif op >= 3 and op <= 6 and plen > 0 and tvb(16, 4):uint() == 0 then
+    local payload = tvb(2 + hdr, plen):tvb()
+    if ulp_port(pinfo) == "nvme" then info = info .. ": " .. dissect_nvme(payload, pinfo, root)
+    else info = info .. ": " .. dissect_iser(payload, pinfo, root) end
+  elseif op == 0 or op == 2 then
+    info = info .. string.format(" %d bytes", plen)
+  end
+  return total, info
+end
+
+local function dissect_mpa_frame(tvb, pinfo, root, key)
+  local t = root:add(iwarp, tvb())
+  t:add(f.mpa_key, tvb(0, 16))
+  if tvb:len() < 20 then t:add_proto_expert_info(e_short) return tvb:len() end
+  local flags = t:add(f.mpa_flags, tvb(16, 1))
+  flags:add(f.mpa_marker, tvb(16, 1)); flags:add(f.mpa_crc_flag, tvb(16, 1)); flags:add(f.mpa_reject, tvb(16, 1))
+  t:add(f.mpa_rev, tvb(17, 1)); t:add(f.mpa_pd_len, tvb(18, 2))
+  local rev, pd = tvb(17, 1):uint(), tvb(18, 2):uint()
+  if tvb:len() < 20 + pd then t:add_proto_expert_info(e_short) return tvb:len() end
+  if rev == 2 and pd >= 4 then
+    t:add(f.mpa_ird, tvb(20, 2)); t:add(f.mpa_ord, tvb(22, 2))
+  end
+  if pd > 0 then t:add(f.mpa_pd, tvb(20, pd)) end
+  crc_on[stream_key(pinfo)] = bit.band(tvb(16, 1):uint(), 0x40) ~= 0
+  pinfo.cols.protocol = "iWARP"
+  pinfo.cols.info = string.format("MPA %s (rev %d)%s", key == KEY_REQ and "Request" or "Reply", rev,
+    bit.band(tvb(16, 1):uint(), 0x20) ~= 0 and " REJECT" or "")
+  return 20 + pd
+end
+
+local function dissect_stream(tvb, pinfo, root)
+  local key = tvb:len() >= 16 and tvb(0, 16):string() or ""
+  if key == KEY_REQ or key == KEY_REP then return dissect_mpa_frame(tvb, pinfo, root, key) end
+  local crc = crc_on[stream_key(pinfo)]
+  if crc == nil then crc = true end
+  local offset, infos = 0, {}
+  while offset < tvb:len() do
+    local used, info = dissect_fpdu(tvb(offset):tvb(), pinfo, root, crc)
+    if used < 0 then
+      pinfo.desegment_offset = offset
+      pinfo.desegment_len = -used
+      break
+    end
+    if info then infos[#infos + 1] = info end
+    offset = offset + used
+  end
+  pinfo.cols.protocol = "iWARP"
+  if #infos > 0 then pinfo.cols.info = table.concat(infos, "; ") end
+  return tvb:len()
+end
+
+function iwarp.dissector(tvb, pinfo, root) return dissect_stream(tvb, pinfo, root) end
+
+local function heuristic(tvb, pinfo, root)
+  if tvb:len() < 20 then return false end
+  local key = tvb(0, 16):string()
+  if key ~= KEY_REQ and key ~= KEY_REP then return false end
+  pinfo.conversation = iwarp  -- the rest of this TCP stream is iWARP
+  dissect_stream(tvb, pinfo, root)
+  return true
+end
+iwarp:register_heuristic("tcp", heuristic)
