@@ -14,8 +14,7 @@ def dissectors() -> None:
     """Install sanlab's Wireshark Lua dissectors, or print where they are.
 
     SRP over InfiniBand/RoCE, and MPA/DDP/RDMAP with iSER and NVMe-oF over
-    iWARP.  For NVMe/RDMA over iWARP (port 4420) also enable Wireshark's
-    "Try heuristic sub-dissectors first" (TCP protocol preferences).
+    iWARP (revision 2 MPA included, which Wireshark 4.0 lacks).
 
     \b
     Example:

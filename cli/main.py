@@ -5,10 +5,10 @@ from __future__ import annotations
 import click
 
 from sanlab import __version__
+from sanlab.commands_analyze import analyze
 from sanlab.commands_dissect import dissectors
 from sanlab.commands_lab import images, lab
 from sanlab.commands_model import calibrate, model
-from sanlab.commands_pending import analyze
 from sanlab.commands_run import run
 from sanlab.validation import validate
 

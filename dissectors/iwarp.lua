@@ -10,9 +10,11 @@
 -- 64-byte command or a 16-byte completion) by its TCP port.  Truncated or
 -- inconsistent frames get expert info, never a Lua error.
 --
--- Over port 4420 Wireshark's NVMe/TCP port dissector would claim the stream
--- first: enable "Try heuristic sub-dissectors first" (tshark:
--- -o tcp.try_heuristic_first:TRUE), as `sanlab analyze` does.
+-- TCP port 4420 belongs to Wireshark's NVMe/TCP dissector, which would take
+-- an MPA frame for the start of a huge PDU and swallow the stream.  So this
+-- plugin takes the port, keeps the streams that begin with an MPA frame, and
+-- hands every other stream back to NVMe/TCP - with its TCP reassembly
+-- budget restored, which a dissector called one layer down would lose.
 
 local iwarp = Proto("sanlab_iwarp", "iWARP (MPA/DDP/RDMAP)")
 local iser = Proto("sanlab_iser", "iSER over iWARP")
@@ -86,7 +88,8 @@ fn.cid = ProtoField.uint16("sanlab_nvmeof.cid", "Command identifier", base.HEX)
 fn.nsid = ProtoField.uint32("sanlab_nvmeof.nsid", "Namespace")
 fn.slba = ProtoField.uint64("sanlab_nvmeof.slba", "Starting LBA")
 fn.nlb = ProtoField.uint16("sanlab_nvmeof.nlb", "Number of logical blocks (0-based)")
-fn.sgl_len = ProtoField.uint32("sanlab_nvmeof.sgl_length", "SGL length")
+fn.sgl_len = ProtoField.uint32("sanlab_nvmeof.sgl_length", "SGL data length")
+fn.sgl_type = ProtoField.uint8("sanlab_nvmeof.sgl_type", "SGL descriptor type", base.HEX)
 fn.sgl_key = ProtoField.uint32("sanlab_nvmeof.sgl_key", "SGL key", base.HEX)
 fn.sq_head = ProtoField.uint16("sanlab_nvmeof.sqhd", "SQ head")
 fn.status = ProtoField.uint16("sanlab_nvmeof.status", "Status", base.HEX)
@@ -102,7 +105,9 @@ iwarp.experts = { e_short, e_ver, e_len }
 
 local KEY_REQ, KEY_REP = "MPA ID Req Frame", "MPA ID Rep Frame"
 local ISER_PORT, NVME_PORT = 3260, 4420
-local crc_on = {}  -- conversation (by stream) -> CRC negotiated
+local crc_on = {}  -- stream -> CRC negotiated
+local streams = {}  -- stream -> "iwarp" or "other" (port 4420 only)
+function iwarp.init() crc_on = {}; streams = {} end
 
 local function stream_key(pinfo)
   local a, b = tostring(pinfo.src) .. ":" .. pinfo.src_port, tostring(pinfo.dst) .. ":" .. pinfo.dst_port
@@ -152,7 +157,15 @@ local function dissect_nvme(tvb, pinfo, root)
     t:add(fn.kind, "command")
     local op = tvb(0, 1):uint()
     t:add(fn.opcode, tvb(0, 1)); t:add_le(fn.cid, tvb(2, 2)); t:add_le(fn.nsid, tvb(4, 4))
-    t:add_le(fn.sgl_len, tvb(32, 4)); t:add_le(fn.sgl_key, tvb(36, 4))
+    -- Keyed SGL data block (type 4): 8-byte address, 24-bit length, 32-bit key.
+    -- Other data block descriptors: 8-byte address/offset, 32-bit length.
+    local sgl_type = bit.rshift(tvb(39, 1):uint(), 4)
+    t:add(fn.sgl_type, tvb(39, 1), sgl_type)
+    if sgl_type == 4 then
+      t:add_le(fn.sgl_len, tvb(32, 3)); t:add_le(fn.sgl_key, tvb(35, 4))
+    else
+      t:add_le(fn.sgl_len, tvb(32, 4))
+    end
     local text = string.format("NVMe %s cid 0x%04x", nvme_ops[op] or string.format("0x%02x", op), tvb(2, 2):le_uint())
     if op == 0x01 or op == 0x02 then
       t:add_le(fn.slba, tvb(40, 8)); t:add_le(fn.nlb, tvb(48, 2))
@@ -263,3 +276,19 @@ local function heuristic(tvb, pinfo, root)
   return true
 end
 iwarp:register_heuristic("tcp", heuristic)
+
+local tcp_port = DissectorTable.get("tcp.port")
+local nvme_tcp = tcp_port:get_dissector(NVME_PORT)
+local on_4420 = Proto("sanlab_iwarp_4420", "iWARP or NVMe/TCP on port 4420")
+function on_4420.dissector(tvb, pinfo, root)
+  local key = stream_key(pinfo)
+  if streams[key] == nil then
+    local head = tvb:len() >= 16 and tvb(0, 16):string() or ""
+    streams[key] = (head == KEY_REQ or head == KEY_REP) and "iwarp" or "other"
+  end
+  if streams[key] == "iwarp" then return dissect_stream(tvb, pinfo, root) end
+  if not nvme_tcp then return 0 end
+  pinfo.can_desegment = pinfo.can_desegment + 1
+  return nvme_tcp:call(tvb, pinfo, root)
+end
+if nvme_tcp then tcp_port:add(NVME_PORT, on_4420) end

@@ -8,9 +8,6 @@ from importlib import resources
 from pathlib import Path
 
 PLUGINS = ("srp.lua", "iwarp.lua")
-# Let heuristics (ours) see a TCP stream before port-based dissectors do:
-# NVMe/TCP owns port 4420, where NVMe/RDMA over iWARP also lives.
-TSHARK_PREFS = ("-o", "tcp.try_heuristic_first:TRUE")
 
 
 def plugin_dir() -> Path:
@@ -44,4 +41,4 @@ def tshark_args() -> list[str]:
     args: list[str] = []
     for path in plugin_paths():
         args += ["-X", f"lua_script:{path}"]
-    return args + list(TSHARK_PREFS)
+    return args

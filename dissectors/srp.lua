@@ -28,7 +28,7 @@ local min_len = {
   [0x00] = 64, [0x01] = 48, [0x02] = 48, [0x03] = 16, [0xc0] = 52, [0xc1] = 36, [0xc2] = 32,
   [0x80] = 16, [0x81] = 16, [0x82] = 36, [0x41] = 16, [0x42] = 16,
 }
-local buf_fmt_names = { [0] = "none", [1] = "direct", [2] = "indirect" }
+local buf_fmt_names = { [0] = "none", [1] = "direct", [2] = "indirect", [3] = "immediate" }
 local scsi_status = {
   [0x00] = "GOOD", [0x02] = "CHECK CONDITION", [0x08] = "BUSY", [0x18] = "RESERVATION CONFLICT",
   [0x28] = "TASK SET FULL", [0x30] = "ACA ACTIVE", [0x40] = "TASK ABORTED",
@@ -137,8 +137,14 @@ local function dissect_cdb(tvb, offset, tree, pinfo)
 end
 
 local function dissect_descriptors(tvb, offset, tree, fmt, count, pinfo)
-  -- fmt 1: count direct descriptors; fmt 2: one indirect table descriptor + total + list.
+  -- fmt 1: count direct descriptors; fmt 2: one indirect table descriptor + total + list;
+  -- fmt 3 (SRP-2 immediate data): a 4-byte length, the data itself later in the IU.
   local len = tvb:len()
+  if fmt == 3 then
+    if offset + 4 > len then tree:add_proto_expert_info(e_desc) return end
+    tree:add(f.desc, tvb(offset, 4)):append_text(" (immediate data)"):add(f.desc_len, tvb(offset, 4))
+    return
+  end
   if fmt == 2 then
     if offset + 20 > len then tree:add_proto_expert_info(e_desc) return end
     local t = tree:add(f.desc, tvb(offset, 16)):append_text(" (indirect table)")
@@ -168,10 +174,13 @@ dissect_iu[OP.CMD] = function(tvb, tree, pinfo)
   tree:add(f.task_attr, tvb(29, 1)); tree:add(f.add_cdb_len, tvb(31, 1))
   local summary = dissect_cdb(tvb, 32, tree, pinfo)
   local offset = 48 + bit.band(tvb(31, 1):uint(), 0xfc)
+  -- A direct format means exactly one descriptor (Linux leaves the count 0).
   local dout, din = bit.rshift(fmt, 4), bit.band(fmt, 0xf)
-  if dout ~= 0 then dissect_descriptors(tvb, offset, tree, dout, tvb(6, 1):uint(), pinfo)
-    offset = offset + (dout == 2 and 20 or 0) + 16 * tvb(6, 1):uint() end
-  if din ~= 0 then dissect_descriptors(tvb, offset, tree, din, tvb(7, 1):uint(), pinfo) end
+  local n_out = dout == 1 and 1 or tvb(6, 1):uint()
+  local n_in = din == 1 and 1 or tvb(7, 1):uint()
+  if dout ~= 0 then dissect_descriptors(tvb, offset, tree, dout, n_out, pinfo)
+    offset = offset + (dout == 3 and 4 or ((dout == 2 and 20 or 0) + 16 * n_out)) end
+  if din ~= 0 then dissect_descriptors(tvb, offset, tree, din, n_in, pinfo) end
   return summary
 end
 
@@ -277,7 +286,7 @@ local function looks_like_srp(tvb)
   end
   if op == OP.CMD then
     local fmt = tvb(5, 1):uint()
-    if bit.rshift(fmt, 4) > 2 or bit.band(fmt, 0xf) > 2 then return false end
+    if bit.rshift(fmt, 4) > 3 or bit.band(fmt, 0xf) > 2 then return false end
   end
   return true
 end

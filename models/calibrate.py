@@ -114,7 +114,14 @@ def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], boo
         for n, v, lo, hi in zip(names, fitted.values(), lower, upper, strict=True)
         if v <= lo * 1.001 or v >= hi * 0.999
     ]
-    return Fit(model(result.x), fitted, unconstrained, at_bound, used)
+    # A parameter no training cell constrains takes the value of the sibling
+    # the profile says it behaves like (calibration.like), if that one was fitted.
+    x = result.x.copy()
+    for name, sibling in (raw.get("calibration", {}).get("like") or {}).items():
+        if name in unconstrained and sibling in names and sibling not in unconstrained:
+            x[names.index(name)] = x[names.index(sibling)]
+            fitted[name] = fitted[sibling]
+    return Fit(model(x), fitted, unconstrained, at_bound, used)
 
 
 @dataclass(frozen=True)

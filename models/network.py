@@ -15,7 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from sanlab.models.profile import Profile, StackCost, load_profile, stack_cost
-from sanlab.models.transports import ProtocolParams, WireCost, recipe, wire_bound_iops, wire_cost
+from sanlab.models.transports import (
+    ProtocolParams,
+    WireCost,
+    recipe,
+    stack_params,
+    wire_bound_iops,
+    wire_cost,
+)
 from sanlab.models.wire import data_rate_gbps
 
 
@@ -126,8 +133,10 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         "local" if point.transport == "local" else point.target_stack or _default_stack(prof, point.transport)
     )
     cost = stack_cost(prof, stack, point.transport)
-    params = ProtocolParams(**prof.protocol).with_(
-        header_digest=point.header_digest, data_digest=point.data_digest
+    params = (
+        stack_params(stack, ProtocolParams())
+        .with_(**prof.protocol)
+        .with_(header_digest=point.header_digest, data_digest=point.data_digest)
     )
     if point.transport == "local":
         return _local(point, prof, stack, cost)

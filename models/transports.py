@@ -14,6 +14,7 @@ from sanlab.models.wire import Frame, Message, frames_for
 
 ISCSI_BHS, DIGEST, ISER_HDR = 48, 4, 28
 SRP_CMD, SRP_DESC, SRP_RSP = 48, 16, 36
+SRP_IMM_OFFSET = 68  # SRP_CMD + room for additional CDB + the 4-byte immediate descriptor
 NVME_SQE, NVME_CQE = 64, 16
 NVME_TCP_CMD, NVME_TCP_RESP, NVME_TCP_DATA_HDR = 72, 24, 24
 RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
@@ -26,7 +27,9 @@ class ProtocolParams:
     Defaults are what Linux's initiators and targets negotiate out of the box:
     LIO announces 8 KiB as its MaxRecvDataSegmentLength, open-iscsi 256 KiB;
     ImmediateData=Yes, InitialR2T=Yes, FirstBurstLength 64 KiB; nvmet-tcp
-    accepts 16 KiB in a command capsule and nvmet-rdma 4 KiB inline.
+    accepts 16 KiB in a command capsule and nvmet-rdma 4 KiB inline; Linux's
+    SRP (SRP-2) and iSER initiators send writes of up to 8 KiB as immediate
+    data in the command SEND (seen in sanlab's captures: one round trip).
     """
 
     target_mrdsl: int = 8192
@@ -40,9 +43,23 @@ class ProtocolParams:
     data_digest: bool = False
     nvme_tcp_in_capsule: int = 16384
     nvme_rdma_inline: int = 4096
+    srp_immediate: int = 8192
+    iser_immediate: int = 8192
 
     def with_(self, **changes: object) -> ProtocolParams:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+
+# What a target stack negotiates differently from Linux's defaults.  tgt's iSER
+# driver turns immediate data off and InitialR2T on for its targets, so every
+# iSER write waits for the target's RDMA READ.
+STACK_PROTOCOL: dict[str, dict[str, object]] = {
+    "tgt": {"iser_immediate": 0, "immediate_data": False, "initial_r2t": True},
+}
+
+
+def stack_params(stack: str, base: ProtocolParams | None = None) -> ProtocolParams:
+    return (base or ProtocolParams()).with_(**STACK_PROTOCOL.get(stack, {}))
 
 
 @dataclass(frozen=True)
@@ -99,7 +116,9 @@ def iscsi(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     return Recipe("iscsi", rw, bs, tuple(msgs), trips)
 
 
-def _rdma_recipe(name: str, rw: str, bs: int, cmd: int, rsp: int, inline: int) -> Recipe:
+def _rdma_recipe(
+    name: str, rw: str, bs: int, cmd: int, rsp: int, inline: int, inline_cmd: int | None = None
+) -> Recipe:
     """The common shape of iSER, SRP and NVMe/RDMA: command SEND, data by the
     target's RDMA WRITE (reads) or RDMA READ (writes), response SEND."""
     msgs: tuple[Message, ...]
@@ -111,7 +130,8 @@ def _rdma_recipe(name: str, rw: str, bs: int, cmd: int, rsp: int, inline: int) -
         )
         return Recipe(name, rw, bs, msgs, 1)
     if bs <= inline:
-        msgs = (Message("out", "send", cmd + bs, "cmd+inline"), Message("in", "send", rsp, "rsp"))
+        header = cmd if inline_cmd is None else inline_cmd
+        msgs = (Message("out", "send", header + bs, "cmd+inline"), Message("in", "send", rsp, "rsp"))
         return Recipe(name, rw, bs, msgs, 1)
     msgs = (
         Message("out", "send", cmd, "cmd"),
@@ -124,12 +144,12 @@ def _rdma_recipe(name: str, rw: str, bs: int, cmd: int, rsp: int, inline: int) -
 
 def iser(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """RFC 7145: iSER header + BHS in SENDs; the target moves the data."""
-    return _rdma_recipe("iser", rw, bs, ISER_HDR + ISCSI_BHS, ISER_HDR + ISCSI_BHS, 0)
+    return _rdma_recipe("iser", rw, bs, ISER_HDR + ISCSI_BHS, ISER_HDR + ISCSI_BHS, p.iser_immediate)
 
 
 def srp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """SRP (T10): SRP_CMD with one direct descriptor; SRP_RSP without sense."""
-    return _rdma_recipe("srp", rw, bs, SRP_CMD + SRP_DESC, SRP_RSP, 0)
+    return _rdma_recipe("srp", rw, bs, SRP_CMD + SRP_DESC, SRP_RSP, p.srp_immediate, SRP_IMM_OFFSET)
 
 
 def nvme_rdma(rw: str, bs: int, p: ProtocolParams) -> Recipe:

@@ -107,9 +107,9 @@ def test_model_impossible_combination():
     assert result.exit_code == 1 and "SRP runs over InfiniBand and RoCE, not iWARP" in result.output
 
 
-def test_unbuilt_layers_say_so():
-    result = invoke("analyze", "x.pcap")
-    assert result.exit_code != 0 and "not built yet" in result.output
+def test_analyze_names_a_missing_capture(tmp_path):
+    result = invoke("analyze", str(tmp_path / "x.pcap"))
+    assert result.exit_code == 1 and "x.pcap: no such capture" in result.output
 
 
 def test_run_refuses_a_bad_scenario_before_booting(tmp_path):

@@ -91,8 +91,11 @@ def capture(name: str) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", default=list(CAPTURES), choices=list(CAPTURES) + [[]])
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"some of: {', '.join(CAPTURES)}")
     args = parser.parse_args()
+    unknown = [n for n in args.names if n not in CAPTURES]
+    if unknown:
+        parser.error(f"unknown capture {unknown[0]!r} (choose from {', '.join(CAPTURES)})")
     build_image(print)
     for name in args.names or CAPTURES:
         capture(name)

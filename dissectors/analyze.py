@@ -1,0 +1,361 @@
+"""Turn a capture into per-I/O wire recipes: frames, bytes, ACKs, round trips, latency.
+
+tshark (with sanlab's Lua plugins) decodes every frame; each frame is then
+classified as a command, a response, a pure transport ACK, or data.  An I/O
+is the command of a read or write, every frame of that connection until its
+response (matched by tag, ITT or CID), and the pure ACKs that follow before
+anything else.  That attribution needs I/Os that do not overlap on the wire,
+as in a queue-depth-1 capture; overlapping I/Os are counted and reported.
+
+``wire_bytes_per_io`` sums the captured frame lengths (``frame.len``) of
+those frames, ACKs included - what the models' ``captured`` bytes predict.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sanlab.dissectors.plugins import tshark_args
+from sanlab.scenarios.errors import SanlabError, ToolMissing
+
+FIELDS = (
+    "frame.number",
+    "frame.time_epoch",
+    "frame.len",
+    "ip.src",
+    "ip.dst",
+    "tcp.len",
+    "udp.dstport",
+    "infiniband.bth.opcode",
+    "srp_rdma.opcode",
+    "srp_rdma.tag",
+    "srp_rdma.cdb.opcode",
+    "srp_rdma.desc.len",
+    "iscsi.opcode",
+    "iscsi.initiatortasktag",
+    "iscsi.scsicommand.R",
+    "iscsi.scsicommand.W",
+    "iscsi.scsicommand.expecteddatatransferlength",
+    "sanlab_iser.iscsi.opcode",
+    "sanlab_iser.iscsi.itt",
+    "sanlab_iser.iscsi.edtl",
+    "sanlab_iser.scsi.opcode",
+    "nvme.cmd.opc",
+    "nvme.cmd.cid",
+    "nvme.cmd.nlb",
+    "nvme.cqe.cid",
+    "nvme-tcp.type",
+    "sanlab_nvmeof.kind",
+    "sanlab_nvmeof.opcode",
+    "sanlab_nvmeof.cid",
+    "sanlab_nvmeof.nlb",
+    "sanlab_iwarp.rdmap.opcode",
+    "iser.flags",
+    "tcp.segment",
+    "scsi_sbc.opcode",
+    "nvme.cmd.sgl1.len",
+    "sanlab_nvmeof.sgl_length",
+    "iscsi.scsidata.S",
+    "nvme.cmd.nsid",
+    "sanlab_nvmeof.nsid",
+    "nvme-tcp.data.length",
+)
+ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write and Read
+RC_ACK = 17  # RC Acknowledge
+SCSI_READ, SCSI_WRITE = {0x28, 0x88}, {0x2A, 0x8A}
+
+
+@dataclass
+class Frame:
+    number: int
+    time: float
+    length: int
+    src: str
+    dst: str
+    is_ack: bool
+    first_segment: int = 0  # first frame of a PDU tshark reassembled into this one
+    data_bytes: int = 0  # NVMe/TCP C2H/H2C data carried
+    commands: list[tuple[str, str, int]] = field(default_factory=list)  # (tag, op, bytes)
+    responses: list[str] = field(default_factory=list)  # tags
+
+
+@dataclass
+class Io:
+    op: str
+    nbytes: int
+    tag: str
+    initiator: str
+    frames: list[Frame] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def latency_us(self) -> float:
+        last = next(f for f in reversed(self.frames) if self.tag in f.responses)
+        return (last.time - self.frames[0].time) * 1e6
+
+    @property
+    def round_trips(self) -> int:
+        """Bursts of frames the initiator sends (ACKs aside): 1 for a read, 2 for an R2T write."""
+        bursts, sending = 0, False
+        for frame in self.frames:
+            if frame.is_ack:
+                continue
+            out = frame.src == self.initiator
+            if out and not sending:
+                bursts += 1
+            sending = out
+        return bursts
+
+
+@dataclass(frozen=True)
+class Group:
+    op: str
+    bytes: int
+    count: int
+    frames_per_io: float
+    wire_bytes_per_io: float
+    ack_frames_per_io: float
+    round_trips_per_io: float
+    lat_mean_us: float
+    lat_p99_us: float
+
+
+@dataclass(frozen=True)
+class Analysis:
+    transport: str
+    fabric: str
+    groups: list[Group]
+    overlapping_ios: int
+
+    def document(self) -> dict[str, object]:
+        return {
+            "transport": self.transport,
+            "fabric": self.fabric,
+            "overlapping_ios": self.overlapping_ios,
+            "groups": [g.__dict__ for g in self.groups],
+        }
+
+
+def _split(value: str) -> list[str]:
+    return [v for v in value.split(",") if v] if value else []
+
+
+def _int(text: str) -> int:
+    return int(text, 0) if text.startswith("0x") else int(text)
+
+
+def read_frames(pcap: Path) -> tuple[list[Frame], set[str]]:
+    tshark = shutil.which("tshark")
+    if tshark is None:
+        raise ToolMissing("tshark", "install it with: apt-get install tshark")
+    if not pcap.is_file():
+        raise SanlabError(f"{pcap}: no such capture")
+    args = [
+        tshark,
+        *tshark_args(),
+        "-r",
+        str(pcap),
+        "-T",
+        "fields",
+        "-E",
+        "separator=\t",
+        "-E",
+        "occurrence=a",
+        "-E",
+        "aggregator=,",
+    ]
+    for name in FIELDS:
+        args += ["-e", name]
+    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        raise SanlabError(f"tshark could not read {pcap}: {run.stderr.strip()[-400:]}")
+    frames, seen = [], set()
+    for line in run.stdout.splitlines():
+        row = dict(zip(FIELDS, (line.split("\t") + [""] * len(FIELDS))[: len(FIELDS)], strict=True))
+        if not row["ip.src"]:
+            continue
+        frames.append(_classify(row, seen))
+    return frames, seen
+
+
+def _classify(row: dict[str, str], seen: set[str]) -> Frame:
+    tcp_len = _split(row["tcp.len"])
+    bth = _split(row["infiniband.bth.opcode"])
+    frame = Frame(
+        number=int(row["frame.number"]),
+        time=float(row["frame.time_epoch"]),
+        length=int(row["frame.len"]),
+        src=row["ip.src"],
+        dst=row["ip.dst"],
+        is_ack=(bool(tcp_len) and tcp_len[0] == "0") or (bool(bth) and _int(bth[0]) == RC_ACK),
+    )
+    frame.data_bytes = sum(int(v) for v in _split(row["nvme-tcp.data.length"]))
+    segments = [int(n) for n in _split(row["tcp.segment"])]
+    frame.first_segment = min(segments) if segments else frame.number
+    if row["udp.dstport"] == "4791":
+        seen.add("roce")
+    if row["sanlab_iwarp.rdmap.opcode"]:
+        seen.add("iwarp")
+    _srp(row, frame, seen)
+    _iscsi(row, frame, seen)
+    _nvme(row, frame, seen)
+    return frame
+
+
+def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
+    ops = _split(row["srp_rdma.opcode"])
+    if not ops:
+        return
+    seen.add("srp")
+    tags = _split(row["srp_rdma.tag"])
+    for op, tag in zip(ops, tags, strict=False):
+        if _int(op) == 0x02:
+            cdb = _int(_split(row["srp_rdma.cdb.opcode"])[0])
+            kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+            length = sum(int(v) for v in _split(row["srp_rdma.desc.len"]))
+            frame.commands.append((tag, kind, length))
+        elif _int(op) == 0xC1:
+            frame.responses.append(tag)
+
+
+def _iscsi(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
+    if row["sanlab_iser.iscsi.opcode"]:
+        seen.add("iser")
+        ops, itts = _split(row["sanlab_iser.iscsi.opcode"]), _split(row["sanlab_iser.iscsi.itt"])
+        edtl, scsi = _split(row["sanlab_iser.iscsi.edtl"]), _split(row["sanlab_iser.scsi.opcode"])
+        for op, itt in zip(ops, itts, strict=False):
+            code = _int(op) & 0x3F
+            if code == 0x01 and edtl and scsi:
+                cdb = _int(scsi.pop(0))
+                kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+                frame.commands.append((itt, kind, int(edtl.pop(0))))
+            elif code == 0x21:
+                frame.responses.append(itt)
+        return
+    ops = _split(row["iscsi.opcode"])
+    if not ops:
+        return
+    seen.add("iser" if row["iser.flags"] else "iscsi")
+    itts = _split(row["iscsi.initiatortasktag"])
+    edtl = _split(row["iscsi.scsicommand.expecteddatatransferlength"])
+    scsi = _split(row["scsi_sbc.opcode"])
+    status_in_data = _split(row["iscsi.scsidata.S"])
+    for op, itt in zip(ops, itts, strict=False):
+        code = _int(op) & 0x3F
+        if code == 0x25 and status_in_data and status_in_data.pop(0) in ("1", "True"):
+            frame.responses.append(itt)  # status collapsed into the last Data-In
+        elif code == 0x01 and edtl:
+            cdb = _int(scsi.pop(0)) if scsi else -1
+            kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+            frame.commands.append((itt, kind, int(edtl.pop(0))))
+        elif code == 0x21:
+            frame.responses.append(itt)
+
+
+def _nvme(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
+    if row["sanlab_nvmeof.kind"]:
+        seen.add("nvme-rdma")
+        kinds, cids = _split(row["sanlab_nvmeof.kind"]), _split(row["sanlab_nvmeof.cid"])
+        ops, lengths = _split(row["sanlab_nvmeof.opcode"]), _split(row["sanlab_nvmeof.sgl_length"])
+        nsids = _split(row["sanlab_nvmeof.nsid"])
+        for kind, cid in zip(kinds, cids, strict=False):
+            if kind == "command" and ops:
+                _nvme_command(frame, cid, _int(ops.pop(0)), lengths, nsids)
+            elif kind == "completion":
+                frame.responses.append(str(_int(cid)))
+        return
+    ops, cids = _split(row["nvme.cmd.opc"]), _split(row["nvme.cmd.cid"])
+    if ops or row["nvme.cqe.cid"]:
+        seen.add("nvme-tcp" if row["nvme-tcp.type"] else "nvme-rdma")
+    lengths, nsids = _split(row["nvme.cmd.sgl1.len"]), _split(row["nvme.cmd.nsid"])
+    for op, cid in zip(ops, cids, strict=False):
+        _nvme_command(frame, cid, _int(op), lengths, nsids)
+    frame.responses += [str(_int(c)) for c in _split(row["nvme.cqe.cid"])]
+
+
+def _nvme_command(frame: Frame, cid: str, opcode: int, lengths: list[str], nsids: list[str]) -> None:
+    """A read or write's size is its SGL data length (the block size is the target's).
+
+    NVMe/TCP's transport SGL has no length field in tshark 4.0; such reads
+    are sized from the C2HData PDUs of the I/O instead (see group_ios).
+    """
+    length = _int(lengths.pop(0)) if lengths else 0
+    nsid = _int(nsids.pop(0)) if nsids else 1
+    kind = "read" if opcode == 0x02 else "write" if opcode == 0x01 else "other"
+    if nsid in ADMIN_NSIDS:
+        kind = "other"
+    frame.commands.append((str(_int(cid)), kind, length))
+
+
+def group_ios(frames: list[Frame]) -> tuple[list[Io], int]:
+    """I/Os from the first segment of the command PDU to the frame completing the
+    response, plus the pure ACKs that follow, on the initiator-target pair."""
+    index = {f.number: i for i, f in enumerate(frames)}
+    commands: list[tuple[int, int, str, str, int]] = []
+    responses: dict[str, list[int]] = {}
+    for i, frame in enumerate(frames):
+        for tag, op, nbytes in frame.commands:
+            commands.append((index.get(frame.first_segment, i), i, tag, op, nbytes))
+        for tag in frame.responses:
+            responses.setdefault(tag, []).append(i)
+    starts = sorted({c[0] for c in commands})
+    ios: list[Io] = []
+    spans: list[tuple[int, int]] = []
+    for start, at, tag, op, nbytes in sorted(commands):
+        if op not in ("read", "write"):
+            continue
+        end = next((r for r in responses.get(tag, []) if r >= at), None)
+        if end is None:
+            continue
+        stop = end + 1
+        next_start = next((s for s in starts if s > end), len(frames))
+        while stop < min(len(frames), next_start) and frames[stop].is_ack:
+            stop += 1
+        pair = {frames[at].src, frames[at].dst}
+        members = [f for f in frames[start:stop] if {f.src, f.dst} == pair]
+        if nbytes == 0:
+            nbytes = sum(f.data_bytes for f in members)
+        ios.append(Io(op, nbytes, tag, frames[at].src, members, done=True))
+        spans.append((start, end))
+    overlaps = sum(1 for a, b in zip(spans, spans[1:], strict=False) if b[0] <= a[1])
+    return ios, overlaps
+
+
+def summarise(ios: list[Io]) -> list[Group]:
+    groups: dict[tuple[str, int], list[Io]] = {}
+    for io in ios:
+        groups.setdefault((io.op, io.nbytes), []).append(io)
+    out = []
+    for (op, nbytes), members in sorted(groups.items()):
+        lats = sorted(io.latency_us for io in members)
+        p99 = lats[min(len(lats) - 1, int(round(0.99 * (len(lats) - 1))))]
+        n = len(members)
+        out.append(
+            Group(
+                op=op,
+                bytes=nbytes,
+                count=n,
+                frames_per_io=round(sum(len(io.frames) for io in members) / n, 3),
+                wire_bytes_per_io=round(sum(f.length for io in members for f in io.frames) / n, 1),
+                ack_frames_per_io=round(sum(f.is_ack for io in members for f in io.frames) / n, 3),
+                round_trips_per_io=round(statistics.mean(io.round_trips for io in members), 3),
+                lat_mean_us=round(statistics.mean(lats), 1),
+                lat_p99_us=round(p99, 1),
+            )
+        )
+    return out
+
+
+TRANSPORT_ORDER = ("srp", "iser", "nvme-rdma", "nvme-tcp", "iscsi")
+
+
+def analyze(pcap: Path) -> Analysis:
+    frames, seen = read_frames(pcap)
+    transport = next((t for t in TRANSPORT_ORDER if t in seen), "unknown")
+    fabric = "iwarp" if "iwarp" in seen else "roce" if "roce" in seen else "eth"
+    ios, overlaps = group_ios(frames)
+    return Analysis(transport, fabric, summarise(ios), overlaps)
