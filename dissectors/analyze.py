@@ -173,7 +173,8 @@ def read_frames(pcap: Path) -> tuple[list[Frame], set[str]]:
     run = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         raise SanlabError(f"tshark could not read {pcap}: {run.stderr.strip()[-400:]}")
-    frames, seen = [], set()
+    frames: list[Frame] = []
+    seen: set[str] = set()
     for line in run.stdout.splitlines():
         row = dict(zip(FIELDS, (line.split("\t") + [""] * len(FIELDS))[: len(FIELDS)], strict=True))
         if not row["ip.src"]:

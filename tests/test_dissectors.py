@@ -32,25 +32,30 @@ def tshark_json(pcap: Path) -> list[dict[str, list[str]]]:
     )
     assert out.returncode == 0, out.stderr
     frames = []
-    for packet in json.loads(out.stdout or "[]"):
+    # tshark repeats a key when a frame holds a protocol twice (two FPDUs in one
+    # segment); keep every occurrence instead of json's last-one-wins.
+    for packet in json.loads(out.stdout or "[]", object_pairs_hook=_Pairs):
         fields: dict[str, list[str]] = {}
-        _flatten(packet["_source"]["layers"], fields)
+        _flatten(dict(packet)["_source"], fields)
         frames.append(fields)
     return frames
 
 
+class _Pairs(list):  # a JSON object as its (key, value) pairs, duplicates kept
+    pass
+
+
 def _flatten(node: object, into: dict[str, list[str]]) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
+    if isinstance(node, _Pairs):
+        for key, value in node:
             if isinstance(value, (str, int, float)):
                 into.setdefault(key, []).append(str(value))
             else:
                 _flatten(value, into)
     elif isinstance(node, list):
         for item in node:
-            if isinstance(item, (str, int, float)):
-                continue
-            _flatten(item, into)
+            if not isinstance(item, (str, int, float)):
+                _flatten(item, into)
 
 
 def tshark_text(pcap: Path) -> str:

@@ -21,18 +21,35 @@ def test_mss_and_path_mtu():
     assert rdma_path_mtu(4096, "ib") == 4096
 
 
+OLD_LIO = ProtocolParams(target_mrdsl=8192, status_in_data=False)
+
+
 def test_iscsi_read_4k_on_1500():
     # out: SCSI Command (48) + one pure ACK for the 3-segment Data-In.
     # in:  Data-In 48+4096 = 4144 bytes -> 1448 + 1448 + 1248; SCSI Response 48.
-    cost = wire_cost(recipe("iscsi", "randread", 4096), "eth", 1500)
+    cost = wire_cost(recipe("iscsi", "randread", 4096, OLD_LIO), "eth", 1500)
     assert cost.wire_out == (48 + TCP + ETH) + (TCP + ETH)
     assert cost.wire_in == 2 * (1448 + TCP + ETH) + (1248 + TCP + ETH) + (48 + TCP + ETH)
     assert cost.frames == 6 and cost.ack_frames == 1
 
 
-def test_iscsi_write_64k_lio_defaults_needs_r2t():
-    # LIO announces MaxRecvDataSegmentLength 8192: 8 KiB immediate, R2T, 7 Data-Out PDUs.
-    r = recipe("iscsi", "randwrite", 65536)
+def test_iscsi_read_status_in_last_data_in():
+    # LIO on 6.1 (captured): the status rides in the last Data-In, no SCSI Response PDU.
+    r = recipe("iscsi", "randread", 4096)
+    assert [m.label for m in r.messages] == ["scsi-cmd", "data-in"]
+
+
+def test_iscsi_write_lio_61_defaults_fit_64k_immediate():
+    # Captured LIO/open-iscsi login: MRDSL 262144, FirstBurstLength 65536, ImmediateData=Yes.
+    assert [m.label for m in recipe("iscsi", "write", 65536).messages] == ["scsi-cmd", "scsi-rsp"]
+    r = recipe("iscsi", "write", 131072)
+    assert [m.label for m in r.messages] == ["scsi-cmd", "r2t", "data-out", "scsi-rsp"]
+    assert r.round_trips == 2
+
+
+def test_iscsi_write_64k_with_8k_mrdsl_needs_r2t():
+    # A target announcing MaxRecvDataSegmentLength 8192: 8 KiB immediate, R2T, 7 Data-Out PDUs.
+    r = recipe("iscsi", "randwrite", 65536, OLD_LIO)
     labels = [m.label for m in r.messages]
     assert labels == ["scsi-cmd", "r2t"] + ["data-out"] * 7 + ["scsi-rsp"]
     assert r.round_trips == 2
