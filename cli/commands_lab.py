@@ -14,8 +14,8 @@ import click
 from sanlab.emulator import images as guest_images
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import Lab, lab_names, labs_root, read_state, stop_lab
-from sanlab.scenarios.errors import SanlabError, ScenarioError
-from sanlab.validation import load_checked
+from sanlab.scenarios.errors import SanlabError
+from sanlab.validation import fail, load_checked
 
 
 def _say(message: str) -> None:
@@ -106,12 +106,8 @@ def lab_up(scenario: Path, name: str | None, capture: bool) -> None:
             _say(f"lab {name}: bringing up failed; tearing down")
             handle.down()
             raise
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        sys.exit(1)
     except SanlabError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     click.echo(f"lab {name} is up; run directory {run_dir}")
     click.echo(f"  sanlab lab exec {name} HOST -- CMD...   |   sanlab lab down {name}")
 

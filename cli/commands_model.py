@@ -25,10 +25,11 @@ from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.report import match, text_table, write_chart, write_csv
 from sanlab.models.simulate import Settings
-from sanlab.scenarios.errors import SanlabError, ScenarioError
+from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import results_document
 from sanlab.scenarios.schema import FABRICS, STACKS, TRANSPORTS, Scenario
+from sanlab.validation import fail
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
 POINT_OPTIONS = ("fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs")
@@ -138,12 +139,8 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
                 )
         progress = _progress_bar() if not as_json else None
         results = project(chosen, Settings(seed=seed), progress)
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        sys.exit(1)
     except SanlabError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     records = [r for _, r in results]
     if as_json:
         click.echo(json.dumps(results_document(records), indent=2))

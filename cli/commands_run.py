@@ -14,11 +14,11 @@ import click
 
 from sanlab.emulator.images import build_image
 from sanlab.emulator.lab import Lab, running_lab
-from sanlab.scenarios.errors import SanlabError, ScenarioError
+from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import results_document, write_results
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import runner
-from sanlab.validation import load_checked
+from sanlab.validation import fail, load_checked
 
 
 def _say(message: str) -> None:
@@ -61,12 +61,8 @@ def run(scenario: Path, out: Path | None, as_json: bool) -> None:
                 records = runner.run(loaded, lab.vms, lab.plan.addresses, out, _say)
             finally:
                 _collect_logs(lab, out)
-    except ScenarioError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem), err=True)
-        sys.exit(1)
     except SanlabError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
     write_results(records, out / "results.json")
     failed = [r for r in records if r.error]
     if as_json:

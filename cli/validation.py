@@ -8,13 +8,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from sanlab.models.profile import check_projection_profiles
-from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario
+
+
+def fail(exc: SanlabError) -> NoReturn:
+    """Report an error the way every command does: a scenario's problems one
+    per line (exit 1), anything else as one 'Error:' line (exit 1)."""
+    if isinstance(exc, ScenarioError):
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(1)
+    raise click.ClickException(str(exc)) from None
 
 
 def load_checked(path: Path) -> Scenario:

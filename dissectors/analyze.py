@@ -207,6 +207,10 @@ def _classify(row: dict[str, str], seen: set[str]) -> Frame:
     return frame
 
 
+def _scsi_kind(cdb: int) -> str:
+    return "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+
+
 def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     ops = _split(row["srp_rdma.opcode"])
     if not ops:
@@ -215,8 +219,7 @@ def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     tags = _split(row["srp_rdma.tag"])
     for op, tag in zip(ops, tags, strict=False):
         if _int(op) == 0x02:
-            cdb = _int(_split(row["srp_rdma.cdb.opcode"])[0])
-            kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+            kind = _scsi_kind(_int(_split(row["srp_rdma.cdb.opcode"])[0]))
             length = sum(int(v) for v in _split(row["srp_rdma.desc.len"]))
             frame.commands.append((tag, kind, length))
         elif _int(op) == 0xC1:
@@ -231,8 +234,7 @@ def _iscsi(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
         for op, itt in zip(ops, itts, strict=False):
             code = _int(op) & 0x3F
             if code == 0x01 and edtl and scsi:
-                cdb = _int(scsi.pop(0))
-                kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+                kind = _scsi_kind(_int(scsi.pop(0)))
                 frame.commands.append((itt, kind, int(edtl.pop(0))))
             elif code == 0x21:
                 frame.responses.append(itt)
@@ -250,8 +252,7 @@ def _iscsi(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
         if code == 0x25 and status_in_data and status_in_data.pop(0) in ("1", "True"):
             frame.responses.append(itt)  # status collapsed into the last Data-In
         elif code == 0x01 and edtl:
-            cdb = _int(scsi.pop(0)) if scsi else -1
-            kind = "read" if cdb in SCSI_READ else "write" if cdb in SCSI_WRITE else "other"
+            kind = _scsi_kind(_int(scsi.pop(0)) if scsi else -1)
             frame.commands.append((itt, kind, int(edtl.pop(0))))
         elif code == 0x21:
             frame.responses.append(itt)

@@ -7,6 +7,7 @@ sanlab's VMs are Hosts; a machine reached over SSH could be one too.
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 
 from sanlab.scenarios.errors import SanlabError
@@ -55,3 +56,18 @@ def sh(host: Host, script: str, what: str, timeout: float = 120.0) -> str:
             + (f"\n  kernel log: {' | '.join(kernel.splitlines())}" if kernel else "")
         )
     return result.stdout
+
+
+def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0) -> list[str]:
+    """Run a sysfs-listing ``script`` until it prints device paths; fail naming ``what``.
+
+    A login returns before the kernel has scanned the new LUN or namespace,
+    so the block device appears a moment later.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = host.run(script, timeout=30).stdout.split()
+        if found:
+            return sorted(set(found))
+        time.sleep(0.5)
+    raise StackError(f"{host.name}: {what}, but no block device appeared in {timeout:.0f} s")

@@ -6,9 +6,7 @@ ours, then the SCSI disks under that session in sysfs.
 
 from __future__ import annotations
 
-import time
-
-from sanlab.targets.host import Host, StackError, sh
+from sanlab.targets.host import Host, sh, wait_for_devices
 from sanlab.targets.lio import Chap
 
 
@@ -67,13 +65,7 @@ def disks(host: Host, iqn: str, timeout: float = 30.0) -> list[str]:
         f'[ "$(cat $s/targetname)" = {iqn} ] || continue; '
         'for b in $s/device/target*/*/block/*; do [ -e "$b" ] && echo /dev/$(basename $b); done; done'
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = host.run(script, timeout=30).stdout.split()
-        if found:
-            return sorted(found)
-        time.sleep(0.5)
-    raise StackError(f"{host.name}: logged in to {iqn}, but no disk appeared in {timeout:.0f} s")
+    return wait_for_devices(host, script, f"logged in to {iqn}", timeout)
 
 
 def logout(host: Host, iqn: str) -> None:

@@ -7,9 +7,7 @@ the new device is nvme0n1.
 
 from __future__ import annotations
 
-import time
-
-from sanlab.targets.host import Host, StackError, sh
+from sanlab.targets.host import Host, sh, wait_for_devices
 from sanlab.targets.naming import NVME_PORT
 
 
@@ -40,13 +38,7 @@ def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
         "case $b in *c*) continue;; esac; [ -b /dev/$b ] && echo /dev/$b; done; "
         "done"
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = host.run(script, timeout=30).stdout.split()
-        if found:
-            return sorted(set(found))
-        time.sleep(0.5)
-    raise StackError(f"{host.name}: connected to {nqn}, but no namespace appeared in {timeout:.0f} s")
+    return wait_for_devices(host, script, f"connected to {nqn}", timeout)
 
 
 def disconnect(host: Host, nqn: str) -> None:

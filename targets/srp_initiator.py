@@ -7,9 +7,7 @@ found through the SRP remote port's SCSI host in sysfs.
 
 from __future__ import annotations
 
-import time
-
-from sanlab.targets.host import Host, StackError, sh
+from sanlab.targets.host import Host, sh, wait_for_devices
 from sanlab.targets.naming import SRP_PORT
 
 
@@ -44,13 +42,7 @@ def disks(host: Host, timeout: float = 30.0) -> list[str]:
         "for b in /sys/class/scsi_host/host$h/device/target*/*/block/*; do "
         '[ -e "$b" ] && echo /dev/$(basename $b); done; done'
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = host.run(script, timeout=30).stdout.split()
-        if found:
-            return sorted(found)
-        time.sleep(0.5)
-    raise StackError(f"{host.name}: SRP login succeeded, but no disk appeared in {timeout:.0f} s")
+    return wait_for_devices(host, script, "SRP login succeeded", timeout)
 
 
 def logout(host: Host) -> None:
