@@ -229,10 +229,11 @@ def _mmdebstrap(tar_path: Path, work: Path, progress: Progress) -> None:
 
 
 def _pack(tar_path: Path, work: Path) -> str:
+    """Write rootfs.cpio from the tar, set the kernel image aside; return its version."""
     kernel: dict[str, bytes] = {}
 
     def keep(path: str) -> bool:
-        return not path.startswith(_DROP_PREFIXES) or path == "boot"
+        return path.startswith("boot/vmlinuz-") or path == "boot" or not path.startswith(_DROP_PREFIXES)
 
     def take(path: str, data: bytes) -> bool:
         if path.startswith("boot/vmlinuz-"):
@@ -240,11 +241,8 @@ def _pack(tar_path: Path, work: Path) -> str:
             return True
         return False
 
-    def keep_with_boot(path: str) -> bool:
-        return path.startswith("boot/vmlinuz-") or keep(path)
-
     with tarfile.open(tar_path) as tar, (work / "rootfs.cpio").open("wb") as out:
-        tar_to_cpio(tar, out, keep_with_boot, take)
+        tar_to_cpio(tar, out, keep, take)
     if len(kernel) != 1:
         raise SanlabError(f"expected one kernel in the guest, found {sorted(kernel) or 'none'}")
     ((version, data),) = kernel.items()

@@ -12,7 +12,7 @@ them and ``mva`` solves them analytically.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from sanlab.models.profile import Profile, StackCost, load_profile, stack_cost
 from sanlab.models.transports import (
@@ -80,7 +80,6 @@ class Network:
     initiator_cores: int
     target_cores: int
     split: int = 1
-    notes: dict[str, float] = field(default_factory=dict)
 
 
 def _default_stack(profile: Profile, transport: str) -> str:

@@ -19,19 +19,19 @@ class Backing:
     size: int
 
 
-def block_device(host: Host, kind: str, name: str, size: int, index: int) -> Backing:
+def block_device(host: Host, kind: str, name: str, size: int) -> Backing:
     """A block device or file for stacks that take one (nvmet, tgt, LIO iblock/fileio)."""
-    mib = max(1, size >> 20)
     if kind == "null":
-        sh(
-            host,
-            f"[ -e /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0\n"
+        # configfs null_blk: the kernel picks the index, the device is /dev/nullb<index>.
+        script = (
+            "[ -e /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0\n"
             f"d=/sys/kernel/config/nullb/{name}; mkdir -p $d\n"
-            f"echo {mib} > $d/size; echo 1 > $d/memory_backed 2>/dev/null || true\n"
-            f"echo 1 > $d/power",
-            f"creating null_blk {name}",
+            f"echo {max(1, size >> 20)} > $d/size\n"
+            "echo 1 > $d/power\n"
+            "cat $d/index"
         )
-        return Backing("block", f"/dev/{name}", size)
+        index = sh(host, script, f"creating null_blk {name}").strip()
+        return Backing("block", f"/dev/nullb{index}", size)
     if kind == "ramdisk":
         path = f"/dev/shm/sanlab-{name}.img"
         sh(host, f"truncate -s {size} {path}", f"creating RAM-backed file {path}")

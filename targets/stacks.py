@@ -40,9 +40,7 @@ def exported(target: Target, name: str, wiring: Wiring) -> Iterator[list[str]]:
     try:
         if target.stack == "nvmet":
             for lun in range(target.luns):
-                backings.append(
-                    backstores.block_device(t, target.backstore, f"{name}{lun}", target.size, lun)
-                )
+                backings.append(backstores.block_device(t, target.backstore, f"{name}{lun}", target.size))
             subsystem = nqn(name)
             nvmet.start(t, subsystem, target.transport, wiring.target_address, backings)
             undo.append(lambda: nvmet.stop(t, subsystem))
@@ -58,7 +56,7 @@ def exported(target: Target, name: str, wiring: Wiring) -> Iterator[list[str]]:
         elif target.stack == "tgt":
             for lun in range(target.luns):
                 kind = "file" if target.backstore == "file" else target.backstore
-                backings.append(backstores.block_device(t, kind, f"{name}{lun}", target.size, lun))
+                backings.append(backstores.block_device(t, kind, f"{name}{lun}", target.size))
             iser = target.transport == "iser"
             tgt.start(
                 t,
@@ -90,7 +88,7 @@ def exported(target: Target, name: str, wiring: Wiring) -> Iterator[list[str]]:
                 if target.backstore == "ramdisk":
                     lio_backings.append(None)  # LIO's own rd_mcp RAM disk
                 else:
-                    b = backstores.block_device(t, target.backstore, f"{name}{lun}", target.size, lun)
+                    b = backstores.block_device(t, target.backstore, f"{name}{lun}", target.size)
                     backings.append(b)
                     lio_backings.append(b)
             undo.append(lambda: lio.stop_all(t))
