@@ -22,16 +22,16 @@ class Backing:
 def block_device(host: Host, kind: str, name: str, size: int) -> Backing:
     """A block device or file for stacks that take one (nvmet, tgt, LIO iblock/fileio)."""
     if kind == "null":
-        # configfs null_blk: the kernel picks the index, the device is /dev/nullb<index>.
+        # Linux 6.1 names a configfs null_blk disk after its directory
+        # ("null_blk: disk <name> created"), so it appears as /dev/<name>.
         script = (
             "[ -e /sys/kernel/config/nullb ] || modprobe null_blk nr_devices=0\n"
             f"d=/sys/kernel/config/nullb/{name}; mkdir -p $d\n"
             f"echo {max(1, size >> 20)} > $d/size\n"
-            "echo 1 > $d/power\n"
-            "cat $d/index"
+            "echo 1 > $d/power"
         )
-        index = sh(host, script, f"creating null_blk {name}").strip()
-        return Backing("block", f"/dev/nullb{index}", size)
+        sh(host, script, f"creating null_blk {name}")
+        return Backing("block", f"/dev/{name}", size)
     if kind == "ramdisk":
         path = f"/dev/shm/sanlab-{name}.img"
         sh(host, f"truncate -s {size} {path}", f"creating RAM-backed file {path}")
