@@ -66,6 +66,10 @@ FIELDS = (
 )
 ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write and Read
 RC_ACK = 17  # RC Acknowledge
+RC_SEND_FIRST = 0
+RC_SEND_ONLY = (4, 23)  # SEND Only, SEND Only with Invalidate
+CQE, ICRC = 16, 4
+ROCE_PAYLOAD = 14 + 20 + 8 + 12  # Ethernet, IPv4, UDP, BTH
 SCSI_READ, SCSI_WRITE = {0x28, 0x88}, {0x2A, 0x8A}
 
 
@@ -77,6 +81,8 @@ class Frame:
     src: str
     dst: str
     is_ack: bool
+    send_first: bool = False  # an RC SEND First (a capsule split over packets)
+    send_only: bool = False  # an RC SEND Only
     first_segment: int = 0  # first frame of a PDU tshark reassembled into this one
     data_bytes: int = 0  # NVMe/TCP C2H/H2C data carried
     commands: list[tuple[str, str, int]] = field(default_factory=list)  # (tag, op, bytes)
@@ -180,7 +186,50 @@ def read_frames(pcap: Path) -> tuple[list[Frame], set[str]]:
         if not row["ip.src"]:
             continue
         frames.append(_classify(row, seen))
+    if "nvme-rdma" in seen and "roce" in seen:
+        _inline_capsules(pcap, frames)
     return frames, seen
+
+
+def _inline_capsules(pcap: Path, frames: list[Frame]) -> None:
+    """NVMe/RDMA writes with inline data span SEND First..Last, which tshark 4.0
+    leaves undecoded, and then it cannot decode their completions either.  The
+    64-byte SQE is whole in the SEND First and a CQE is a 16-byte SEND Only,
+    so read both from the raw frames (QEMU writes classic pcap)."""
+    commands = {f.number: f for f in frames if f.send_first and not f.commands}
+    completions = {
+        f.number: f
+        for f in frames
+        if f.send_only and not f.responses and f.length == ROCE_PAYLOAD + CQE + ICRC
+    }
+    for number, raw in _pcap_frames(pcap, set(commands) | set(completions)):
+        if number in completions:
+            cqe = raw[ROCE_PAYLOAD : ROCE_PAYLOAD + CQE]
+            completions[number].responses.append(str(int.from_bytes(cqe[12:14], "little")))
+            continue
+        sqe = raw[ROCE_PAYLOAD : ROCE_PAYLOAD + 64]
+        if len(sqe) < 64:
+            continue
+        cid = str(int.from_bytes(sqe[2:4], "little"))
+        nsid = str(int.from_bytes(sqe[4:8], "little"))
+        keyed = sqe[39] >> 4 == 4
+        length = int.from_bytes(sqe[32 : 35 if keyed else 36], "little")
+        _nvme_command(commands[number], cid, sqe[0], [str(length)], [nsid])
+
+
+def _pcap_frames(pcap: Path, numbers: set[int]) -> list[tuple[int, bytes]]:
+    data = pcap.read_bytes()
+    magic = data[:4]
+    if magic not in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"):
+        return []  # pcapng or big-endian: no raw fallback
+    found, offset, number = [], 24, 0
+    while offset + 16 <= len(data):
+        incl = int.from_bytes(data[offset + 8 : offset + 12], "little")
+        number += 1
+        if number in numbers:
+            found.append((number, data[offset + 16 : offset + 16 + incl]))
+        offset += 16 + incl
+    return found
 
 
 def _classify(row: dict[str, str], seen: set[str]) -> Frame:
@@ -193,6 +242,8 @@ def _classify(row: dict[str, str], seen: set[str]) -> Frame:
         src=row["ip.src"],
         dst=row["ip.dst"],
         is_ack=(bool(tcp_len) and tcp_len[0] == "0") or (bool(bth) and _int(bth[0]) == RC_ACK),
+        send_first=bool(bth) and _int(bth[0]) == RC_SEND_FIRST,
+        send_only=bool(bth) and _int(bth[0]) in RC_SEND_ONLY,
     )
     frame.data_bytes = sum(int(v) for v in _split(row["nvme-tcp.data.length"]))
     segments = [int(n) for n in _split(row["tcp.segment"])]

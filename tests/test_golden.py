@@ -30,9 +30,6 @@ CAPTURES = {
     "iscsi-tcp": ("iscsi", "eth", "lio"),
     "nvme-tcp": ("nvme-tcp", "eth", "nvmet"),
 }
-# Wireshark 4.0's NVMe/RDMA dissector does not decode a write whose data is
-# inline in the command capsule, so 4k writes over RoCE are not seen.
-NOT_DECODED = {("nvme-rdma-rxe", "write", 4096)}
 # The model's pure-ACK rule (one per two full segments; a lone segment's ACK
 # rides on the reply) misses Linux's delayed-ACK timing at QD1 by up to one
 # ~66-byte frame per I/O: see dissectors/README.md.
@@ -102,8 +99,6 @@ def test_analyser_recipes(name):
     groups = {(g.op, g.bytes): g for g in result.groups}
     for op in ("read", "write"):
         for size in (4096, 16384):
-            if (name, op, size) in NOT_DECODED:
-                continue
             g = groups[(op, size)]
             assert g.count >= 4 if op == "read" else g.count == 4
             assert g.wire_bytes_per_io > size and g.frames_per_io >= 2
