@@ -76,7 +76,7 @@ def run(scenario: Path, out: Path | None, as_json: bool) -> None:
             click.echo(
                 f"{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
                 f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
-                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + (f" ERROR: {r.error[:80]}" if r.error else "")
+                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + _error_note(r.error)
             )
         click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
         click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if loaded.capture else ''})")

@@ -112,7 +112,7 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     elapsed = env.now - state.measure_from
     rates = np.array(batch_rates)
     mean_rate = float(rates.mean())
-    half = _t95(len(rates)) * float(rates.std(ddof=1)) / math.sqrt(len(rates)) if len(rates) > 1 else 0.0
+    half = _half_width(batch_rates)
     busy0 = state.busy_at_measure or [0.0] * len(elements)
     utilisation = {}
     cpu = {"initiator": 0.0, "target": 0.0}
@@ -144,6 +144,14 @@ def _tight(rates: list[float], cfg: Settings) -> bool:
         return True
     if n < cfg.min_batches:
         return False
+    return _half_width(rates) <= cfg.rel_ci * sum(rates) / n
+
+
+def _half_width(rates: list[float]) -> float:
+    """Half-width of the 95 % batch-means interval of the mean rate."""
+    n = len(rates)
+    if n < 2:
+        return 0.0
     mean = sum(rates) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in rates) / (n - 1))
-    return _t95(n) * std / math.sqrt(n) <= cfg.rel_ci * mean
+    return _t95(n) * std / math.sqrt(n)

@@ -99,10 +99,13 @@ def run(
     raw_dir = out / "fio"
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
-    todo = [(t, target_name(t, i)) for i, t in enumerate(scenario.targets)]
-    total = sum(len(list(points(scenario, t, n))) for t, n in todo)
+    todo = []
+    for i, t in enumerate(scenario.targets):
+        name = target_name(t, i)
+        todo.append((t, name, list(points(scenario, t, name))))
+    total = sum(len(cells) for _, _, cells in todo)
     done = 0
-    for target, name in todo:
+    for target, name, cells in todo:
         wire, fabric, driver, rate, mtu = wiring(scenario, target, hosts, addresses)
         base: dict[str, object] = {
             "mode": "emulated",
@@ -113,7 +116,6 @@ def run(
             "link_gbps": rate,
             "mtu": mtu,
         }
-        cells = list(points(scenario, target, name))
         finished = 0
         try:
             say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
