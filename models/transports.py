@@ -32,6 +32,14 @@ class ProtocolParams:
     accepts 16 KiB in a command capsule and nvmet-rdma 4 KiB inline; Linux's
     SRP (SRP-2) and iSER initiators send writes of up to 8 KiB as immediate
     data in the command SEND (seen in sanlab's captures: one round trip).
+
+    How a target hands PDUs to TCP decides where segments end (the
+    initiator side is always Linux's, see ``iscsi``).  LIO sends an iSCSI
+    header with a send of its own and then pushes each page of data
+    separately (iscsit_fe_sendpage_sg passes no MSG_MORE); tgt corks a whole
+    PDU (TCP_CORK around each write).  nvmet-tcp corks a read's response
+    behind its C2HData unless the host disabled SQ flow control, in which
+    case the C2HData carries the SUCCESS flag and no response is sent.
     """
 
     target_mrdsl: int = 262144
@@ -47,16 +55,31 @@ class ProtocolParams:
     nvme_rdma_inline: int = 4096
     srp_immediate: int = 8192
     iser_immediate: int = 8192
+    target_header_push: bool = True
+    target_page_push: int = 4096
+    nvme_tcp_sq_flow_disabled: bool = False
 
     def with_(self, **changes: object) -> ProtocolParams:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-# What a target stack negotiates differently from Linux's defaults.  tgt's iSER
-# driver turns immediate data off and InitialR2T on for its targets, so every
-# iSER write waits for the target's RDMA READ.
+# What a target stack negotiates, or how it hands PDUs to TCP, differently
+# from Linux's defaults (LIO, nvmet).  tgt's iSER driver turns immediate data
+# off and InitialR2T on, so every iSER write waits for the target's RDMA
+# READ, and tgt corks each iSCSI PDU (TCP_CORK around the write).  SCST
+# writes the header, then the data pages with MSG_MORE on all but the last
+# (iscsi-scst write_data).  SPDK queues whole PDUs and flushes them with one
+# sendmsg.
 STACK_PROTOCOL: dict[str, dict[str, object]] = {
-    "tgt": {"iser_immediate": 0, "immediate_data": False, "initial_r2t": True},
+    "tgt": {
+        "iser_immediate": 0,
+        "immediate_data": False,
+        "initial_r2t": True,
+        "target_header_push": False,
+        "target_page_push": 0,
+    },
+    "scst": {"target_page_push": 0},
+    "spdk": {"target_header_push": False, "target_page_push": 0},
 }
 
 
@@ -74,8 +97,8 @@ class Recipe:
     messages: tuple[Message, ...]
     round_trips: int
 
-    def frames(self, fabric: str, mtu: int, ack_every: int = 2) -> list[Frame]:
-        return [f for m in self.messages for f in frames_for(m, fabric, mtu, ack_every)]
+    def frames(self, fabric: str, mtu: int) -> list[Frame]:
+        return frames_for(list(self.messages), fabric, mtu)
 
 
 def _chunks(total: int, limit: int) -> list[int]:
@@ -83,11 +106,30 @@ def _chunks(total: int, limit: int) -> list[int]:
     return [limit] * full + ([rest] if rest else [])
 
 
-def _iscsi_pdu(data: int, p: ProtocolParams) -> int:
-    size = ISCSI_BHS + (DIGEST if p.header_digest else 0)
-    if data:
-        size += data + (-data % 4) + (DIGEST if p.data_digest else 0)
-    return size
+PAGE = 4096
+
+
+def _iscsi_pdu(direction: str, data: int, label: str, p: ProtocolParams) -> Message:
+    """One iSCSI PDU and the sends that carry it.
+
+    Linux's initiator (iscsi_sw_tcp_xmit_segment) sends the header without
+    MSG_MORE, then the data segment with MSG_MORE on all but its last page:
+    two pushes.  Targets follow ``p`` (see ProtocolParams).  Padding and the
+    data digest ride with the last piece of data.
+    """
+    header = ISCSI_BHS + (DIGEST if p.header_digest else 0)
+    tail = (-data % 4) + (DIGEST if p.data_digest else 0) if data else 0
+    size = header + data + tail
+    if direction == "out":
+        split_header, page = True, 0
+    else:
+        split_header, page = p.target_header_push, p.target_page_push
+    if not data:
+        return Message(direction, "stream", size, label)
+    body = _chunks(data, page) if page else [data]
+    body[-1] += tail
+    pushes = [header, *body] if split_header else [header + body[0], *body[1:]]
+    return Message(direction, "stream", size, label, tuple(pushes))
 
 
 def iscsi(rw: str, bs: int, p: ProtocolParams) -> Recipe:
@@ -95,26 +137,26 @@ def iscsi(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     msgs: list[Message] = []
     trips = 1
     if rw == "read":
-        msgs.append(Message("out", "stream", _iscsi_pdu(0, p), "scsi-cmd"))
+        msgs.append(_iscsi_pdu("out", 0, "scsi-cmd", p))
         for chunk in _chunks(bs, p.initiator_mrdsl):
-            msgs.append(Message("in", "stream", _iscsi_pdu(chunk, p), "data-in"))
+            msgs.append(_iscsi_pdu("in", chunk, "data-in", p))
         if not p.status_in_data:
-            msgs.append(Message("in", "stream", _iscsi_pdu(0, p), "scsi-rsp"))
+            msgs.append(_iscsi_pdu("in", 0, "scsi-rsp", p))
         return Recipe("iscsi", rw, bs, tuple(msgs), trips)
     immediate = min(bs, p.first_burst, p.target_mrdsl) if p.immediate_data else 0
-    msgs.append(Message("out", "stream", _iscsi_pdu(immediate, p), "scsi-cmd"))
+    msgs.append(_iscsi_pdu("out", immediate, "scsi-cmd", p))
     left = bs - immediate
     if left and not p.initial_r2t:
         unsolicited = min(left, p.first_burst - immediate)
         for chunk in _chunks(unsolicited, p.target_mrdsl):
-            msgs.append(Message("out", "stream", _iscsi_pdu(chunk, p), "data-out"))
+            msgs.append(_iscsi_pdu("out", chunk, "data-out", p))
         left -= unsolicited
     for burst in _chunks(left, p.max_burst) if left else []:
         trips += 1
-        msgs.append(Message("in", "stream", _iscsi_pdu(0, p), "r2t"))
+        msgs.append(_iscsi_pdu("in", 0, "r2t", p))
         for chunk in _chunks(burst, p.target_mrdsl):
-            msgs.append(Message("out", "stream", _iscsi_pdu(chunk, p), "data-out"))
-    msgs.append(Message("in", "stream", _iscsi_pdu(0, p), "scsi-rsp"))
+            msgs.append(_iscsi_pdu("out", chunk, "data-out", p))
+    msgs.append(_iscsi_pdu("in", 0, "scsi-rsp", p))
     return Recipe("iscsi", rw, bs, tuple(msgs), trips)
 
 
@@ -165,11 +207,16 @@ def nvme_tcp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     dd = DIGEST if p.data_digest else 0
     msgs: tuple[Message, ...]
     if rw == "read":
-        msgs = (
-            Message("out", "stream", NVME_TCP_CMD + hd, "capsule-cmd"),
-            Message("in", "stream", NVME_TCP_DATA_HDR + hd + bs + dd, "c2h-data"),
-            Message("in", "stream", NVME_TCP_RESP + hd, "capsule-resp"),
-        )
+        cmd = Message("out", "stream", NVME_TCP_CMD + hd, "capsule-cmd")
+        data = NVME_TCP_DATA_HDR + hd + bs + dd
+        if p.nvme_tcp_sq_flow_disabled:  # C2HData with the SUCCESS flag, no response
+            msgs = (cmd, Message("in", "stream", data, "c2h-data"))
+        else:
+            msgs = (
+                cmd,
+                Message("in", "stream", data, "c2h-data", corked=True),
+                Message("in", "stream", NVME_TCP_RESP + hd, "capsule-resp"),
+            )
         return Recipe("nvme-tcp", rw, bs, msgs, 1)
     if bs <= p.nvme_tcp_in_capsule:
         msgs = (
@@ -211,8 +258,8 @@ class WireCost:
         return self.frames_out + self.frames_in
 
 
-def wire_cost(r: Recipe, fabric: str, mtu: int, ack_every: int = 2) -> WireCost:
-    frames = r.frames(fabric, mtu, ack_every)
+def wire_cost(r: Recipe, fabric: str, mtu: int) -> WireCost:
+    frames = r.frames(fabric, mtu)
     out = [f for f in frames if f.direction == "out"]
     inn = [f for f in frames if f.direction == "in"]
     return WireCost(

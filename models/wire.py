@@ -10,12 +10,15 @@ no larger than its MTU and wraps each in headers.  Two lengths matter:
   gap or FCS.  The capture analyser measures these.
 
 Header sizes are those of ``shared/reference/wire-formats.md``; they are
-protocol facts, not measurements.
+protocol facts, not measurements.  On TCP, where segments end and which pure
+ACKs flow depend on how a stack hands its PDUs to the socket and on Linux's
+receiver; ``stream_frames`` follows both as the kernel sources have them, so
+the recipe, not a fitted ratio, decides the frame count.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ETH_HDR, ETH_FCS, ETH_GAP = 14, 4, 20
 IPV4, UDP, TCP_TS = 20, 8, 32
@@ -37,12 +40,27 @@ class Message:
     RDMA operation for RDMA fabrics ('send', 'write', 'read_req', 'read_resp')
     and is 'stream' for TCP byte streams.  ``size`` is the upper-layer bytes
     carried, headers of the storage protocol included.
+
+    Two fields say how a sender hands a stream message to TCP, which decides
+    where segments end (see ``stream_frames``): ``pushes`` lists the sizes of
+    its successive send calls that each end in a push (empty: one push of the
+    whole message), and ``corked`` means its last send carries MSG_MORE, so
+    the next message in the same direction continues its last segment.
     """
 
     direction: str
     kind: str
     size: int
     label: str
+    pushes: tuple[int, ...] = ()
+    corked: bool = False
+
+    def __post_init__(self) -> None:
+        if self.pushes and sum(self.pushes) != self.size:
+            raise ValueError(f"{self.label}: pushes {self.pushes} do not add up to {self.size}")
+
+    def push_sizes(self) -> tuple[int, ...]:
+        return self.pushes or (self.size,)
 
 
 @dataclass(frozen=True)
@@ -112,53 +130,120 @@ def _tcp_frame(payload: int, direction: str, ack: bool = False) -> Frame:
     return Frame(direction, body + _ETH_WIRE, body + _ETH_CAPTURED, payload, ack)
 
 
-def tcp_frames(message: Message, mtu: int, ack_every: int) -> list[Frame]:
-    """Segments of one PDU on a TCP stream, and the pure ACKs they draw.
+def _segments(size: int, mss: int) -> list[int]:
+    full, rest = divmod(size, mss)
+    return [mss] * full + ([rest] if rest else [])
 
-    Linux acknowledges every ``ack_every`` full segments; a lone segment is
-    acknowledged by the peer's next PDU, which carries the ACK for free.
+
+# A GRO batch holds at most 64 KiB (the netdev's default gro_max_size).
+GRO_MAX_BYTES = 65536
+
+
+def _push_units(flight: list[Message]) -> list[int]:
+    """Bytes between pushes in one direction: corked sends run on into the next."""
+    units: list[int] = []
+    carry = 0
+    for i, message in enumerate(flight):
+        pushes = message.push_sizes()
+        for j, size in enumerate(pushes):
+            carry += size
+            last_of_message = j == len(pushes) - 1
+            if last_of_message and message.corked and i < len(flight) - 1:
+                continue
+            units.append(carry)
+            carry = 0
+    if carry:
+        units.append(carry)
+    return units
+
+
+def _tcp_batches(flight: list[Message], mss: int) -> list[list[int]]:
+    """Segment sizes grouped as the receiver takes them in: one GRO batch per push.
+
+    A sender sets PSH on the last segment of each push, and GRO on the
+    receiving side merges back-to-back segments of a flow until a PSH (or
+    64 KiB), so each push arrives as one batch.
     """
-    mss = tcp_mss(mtu)
-    full, rest = divmod(message.size, mss)
-    frames = [_tcp_frame(mss, message.direction)] * full
-    if rest:
-        frames.append(_tcp_frame(rest, message.direction))
-    acks = len(frames) // ack_every if len(frames) > 1 else 0
-    frames += [_tcp_frame(0, _reverse(message.direction), True)] * acks
-    return frames
+    per_batch = max(1, GRO_MAX_BYTES // mss)
+    batches = []
+    for unit in _push_units(flight):
+        segs = _segments(unit, mss)
+        batches += [segs[i : i + per_batch] for i in range(0, len(segs), per_batch)]
+    return batches
 
 
-def iwarp_frames(message: Message, mtu: int, ack_every: int) -> list[Frame]:
-    """FPDUs of one RDMAP message over MPA/TCP: each FPDU fills one segment.
+def _fpdu_batches(flight: list[Message], mss: int) -> list[list[tuple[int, int]]]:
+    """FPDUs of RDMAP messages over MPA/TCP, one segment and one batch each.
 
+    siw builds every FPDU to fill at most one segment and sends each with
+    MSG_EOR, so every FPDU is pushed and GRO never merges two of them.
     Tagged messages (RDMA WRITE, READ response) carry a 14-byte DDP/RDMAP
     header, untagged ones (SEND, READ request) 18; MPA adds a 2-byte length,
-    padding to 4 bytes and a 4-byte CRC.
+    padding to 4 bytes and a 4-byte CRC.  Items are (TCP payload, data).
     """
-    tagged = message.kind in ("write", "read_resp")
-    header = MPA_LEN + (DDP_TAGGED if tagged else DDP_UNTAGGED)
-    room = tcp_mss(mtu) - header - MPA_CRC
-    room -= room % 4
-    size = 16 if message.kind == "read_req" else message.size  # sink STag/TO/len
-    chunks = [room] * (size // room) + ([size % room] if size % room else [])
-    chunks = chunks or [0]
-    frames = []
-    for chunk in chunks:
-        fpdu = header + chunk + (-(header + chunk) % 4) + MPA_CRC
-        frame = _tcp_frame(fpdu, message.direction)
-        frames.append(Frame(frame.direction, frame.wire, frame.captured, chunk))
-    acks = len(frames) // ack_every if len(frames) > 1 else 0
-    frames += [_tcp_frame(0, _reverse(message.direction), True)] * acks
+    batches = []
+    for message in flight:
+        tagged = message.kind in ("write", "read_resp")
+        header = MPA_LEN + (DDP_TAGGED if tagged else DDP_UNTAGGED)
+        room = mss - header - MPA_CRC
+        room -= room % 4
+        size = 16 if message.kind == "read_req" else message.size  # sink STag/TO/len
+        for chunk in _segments(size, room) or [0]:
+            batches.append([(header + chunk + (-(header + chunk) % 4) + MPA_CRC, chunk)])
+    return batches
+
+
+def _flights(messages: list[Message]) -> list[list[Message]]:
+    """Runs of consecutive messages in one direction."""
+    flights: list[list[Message]] = []
+    for message in messages:
+        if flights and flights[-1][0].direction == message.direction:
+            flights[-1].append(message)
+        else:
+            flights.append([message])
+    return flights
+
+
+def stream_frames(messages: list[Message], fabric: str, mtu: int) -> list[Frame]:
+    """Segments of the messages of one I/O on TCP ('eth') or MPA/TCP ('iwarp'),
+    with the pure ACKs Linux's receiver sends for them.
+
+    The receiver follows tcp_input.c and tcp.c: after taking in a batch it
+    acknowledges at once if more than one MSS is unacknowledged, or if two
+    short (sub-MSS, single-segment) batches have arrived since its last ACK
+    (ICSK_ACK_PUSHED2, checked when the consumer empties the socket);
+    otherwise the ACK waits and rides on the receiver's next data, which at
+    QD1 is its reply or the next command.  The two ends of an I/O are in
+    "pingpong" (interactive) mode, so a single pushed segment does not draw
+    an ACK of its own.  Delayed-ACK timer expiries after the last I/O of a
+    run are not part of the steady state and are not modelled.
+    """
+    mss = tcp_mss(mtu)
+    frames: list[Frame] = []
+    for flight in _flights(messages):
+        direction = flight[0].direction
+        batches = (
+            _fpdu_batches(flight, mss)
+            if fabric == "iwarp"
+            else [[(s, s) for s in b] for b in _tcp_batches(flight, mss)]
+        )
+        unacked = short = 0
+        for batch in batches:
+            frames += [replace(_tcp_frame(seg, direction), payload=data) for seg, data in batch]
+            unacked += sum(seg for seg, _ in batch)
+            if len(batch) == 1 and batch[0][0] < mss:
+                short += 1
+            if unacked > mss or short >= 2:
+                frames.append(_tcp_frame(0, _reverse(direction), True))
+                unacked = short = 0
     return frames
 
 
-def frames_for(message: Message, fabric: str, mtu: int, ack_every: int = 2) -> list[Frame]:
-    """Frames of a message on ``fabric``: 'eth' (TCP), 'roce', 'ib' or 'iwarp'."""
-    if fabric == "eth":
-        return tcp_frames(message, mtu, ack_every)
-    if fabric == "iwarp":
-        return iwarp_frames(message, mtu, ack_every)
-    return rdma_frames(message, fabric, mtu)
+def frames_for(messages: list[Message], fabric: str, mtu: int) -> list[Frame]:
+    """Frames of an I/O's messages on ``fabric``: 'eth' (TCP), 'roce', 'ib' or 'iwarp'."""
+    if fabric in ("eth", "iwarp"):
+        return stream_frames(messages, fabric, mtu)
+    return [f for m in messages for f in rdma_frames(m, fabric, mtu)]
 
 
 # InfiniBand link names give the signalling rate; 8b/10b (SDR..QDR) and

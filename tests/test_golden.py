@@ -30,10 +30,10 @@ CAPTURES = {
     "iscsi-tcp": ("iscsi", "eth", "lio"),
     "nvme-tcp": ("nvme-tcp", "eth", "nvmet"),
 }
-# The model's pure-ACK rule (one per two full segments; a lone segment's ACK
-# rides on the reply) misses Linux's delayed-ACK timing at QD1 by up to one
-# ~66-byte frame per I/O: see dissectors/README.md.
-TOLERANCE = {"eth": 0.025, "iwarp": 0.025, "roce": 0.005}
+# The acceptance is 2 %.  The model's segments and ACKs follow the stacks'
+# send calls and Linux's receiver (models/wire.py); what remains is timing the
+# model leaves out (see dissectors/README.md): at most 0.8 % on these captures.
+TOLERANCE = {"eth": 0.015, "iwarp": 0.015, "roce": 0.005}
 
 
 def frames_of(name: str) -> list[dict[str, list[str]]]:

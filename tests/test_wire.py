@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sanlab.models.transports import ProtocolParams, recipe, wire_bound_iops, wire_cost
-from sanlab.models.wire import data_rate_gbps, rdma_path_mtu, tcp_mss
+from sanlab.models.transports import ProtocolParams, recipe, stack_params, wire_bound_iops, wire_cost
+from sanlab.models.wire import Message, data_rate_gbps, rdma_path_mtu, tcp_mss
 
 ETH = 14 + 4 + 20  # header + FCS + preamble/gap
 TCP = 20 + 32  # IPv4 + TCP with timestamps
@@ -25,12 +25,58 @@ OLD_LIO = ProtocolParams(target_mrdsl=8192, status_in_data=False)
 
 
 def test_iscsi_read_4k_on_1500():
-    # out: SCSI Command (48) + one pure ACK for the 3-segment Data-In.
-    # in:  Data-In 48+4096 = 4144 bytes -> 1448 + 1448 + 1248; SCSI Response 48.
+    # out: SCSI Command (48) + one pure ACK for the Data-In.
+    # in:  LIO sends the Data-In header alone (48), then pushes the 4 KiB page:
+    #      1448 + 1448 + 1200; SCSI Response 48.  The initiator takes the page in
+    #      as one GRO batch (> 1 MSS unacknowledged: ACK at once); the short
+    #      header and response alone draw no ACK (they are not two in a row
+    #      without an ACK between), so the next command carries it.
     cost = wire_cost(recipe("iscsi", "randread", 4096, OLD_LIO), "eth", 1500)
     assert cost.wire_out == (48 + TCP + ETH) + (TCP + ETH)
-    assert cost.wire_in == 2 * (1448 + TCP + ETH) + (1248 + TCP + ETH) + (48 + TCP + ETH)
-    assert cost.frames == 6 and cost.ack_frames == 1
+    assert cost.wire_in == (48 + TCP + ETH) + 2 * (1448 + TCP + ETH) + (1200 + TCP + ETH) + (48 + TCP + ETH)
+    assert cost.frames == 7 and cost.ack_frames == 1
+
+
+def test_lio_pushes_each_page_and_tgt_corks_the_pdu():
+    # 16 KiB read, status in the last Data-In: LIO = header + 4 pushed pages of
+    # 3 segments, one ACK per page; tgt = one 16432-byte push, 12 segments, one ACK.
+    lio = wire_cost(recipe("iscsi", "read", 16384, stack_params("lio")), "eth", 1500)
+    tgt = wire_cost(recipe("iscsi", "read", 16384, stack_params("tgt")), "eth", 1500)
+    assert (lio.frames_in, lio.ack_frames) == (1 + 4 * 3, 4)
+    assert (tgt.frames_in, tgt.ack_frames) == (12, 1)
+    assert lio.wire_in - tgt.wire_in == (13 - 12) * (TCP + ETH)
+
+
+def test_initiator_sends_the_header_alone():
+    # open-iscsi: the 48-byte header without MSG_MORE, then 4 KiB of immediate data.
+    r = recipe("iscsi", "write", 4096)
+    assert r.messages[0].push_sizes() == (48, 4096)
+    cost = wire_cost(r, "eth", 1500)
+    assert cost.frames_out == 1 + 3 and cost.ack_frames == 1
+
+
+def test_nvmet_corks_the_read_response_behind_its_data():
+    # C2HData 24 + 4096 and the 24-byte response leave in one push:
+    # 4144 bytes = 1448 + 1448 + 1248, three segments, one ACK.
+    cost = wire_cost(recipe("nvme-tcp", "read", 4096), "eth", 1500)
+    assert cost.frames_in == 3 and cost.ack_frames == 1
+    assert cost.wire_in == 2 * (1448 + TCP + ETH) + (1248 + TCP + ETH)
+    no_flow = recipe("nvme-tcp", "read", 4096, ProtocolParams(nvme_tcp_sq_flow_disabled=True))
+    assert [m.label for m in no_flow.messages] == ["capsule-cmd", "c2h-data"]
+
+
+def test_gro_batches_hold_at_most_64k():
+    # A 1 MiB C2HData in one push: 725 segments, batches of 45 (64 KiB / 1448),
+    # each more than one MSS: 17 ACKs, not one per two segments.
+    cost = wire_cost(recipe("nvme-tcp", "read", 1 << 20), "eth", 1500)
+    segments = -(-(24 + (1 << 20) + 24) // 1448)
+    assert cost.frames_in == segments == 725
+    assert cost.ack_frames == -(-segments // 45) == 17
+
+
+def test_pushes_must_add_up():
+    with pytest.raises(ValueError, match="do not add up"):
+        Message("out", "stream", 100, "bad", pushes=(48, 48))
 
 
 def test_iscsi_read_status_in_last_data_in():
@@ -95,11 +141,16 @@ def test_nvme_rdma_inline_write_has_no_rdma_read():
 
 
 def test_iwarp_fpdu_framing():
-    # One 4 KiB RDMA WRITE on MTU 1500: room per FPDU = 1448 - 16 - 4 = 1428 bytes.
+    # One 4 KiB RDMA WRITE on MTU 1500: room per FPDU = 1448 - 16 - 4 = 1428 bytes,
+    # then the 16-byte CQE in an untagged SEND (2 + 18 + 16 + 4 = 40 bytes).
     cost = wire_cost(recipe("nvme-rdma", "read", 4096), "iwarp", 1500)
     write_fpdus = [1428, 1428, 1240]
     data_in = sum(16 + c + (-(16 + c) % 4) + 4 + TCP + ETH for c in write_fpdus)
-    assert cost.wire_in >= data_in
+    assert cost.wire_in == data_in + (40 + TCP + ETH)
+    # siw pushes every FPDU, so the host acknowledges the first two full ones
+    # (more than one MSS) and then the two short ones (ICSK_ACK_PUSHED2).
+    assert cost.ack_frames == 2
+    assert cost.wire_out == (2 + 18 + 64 + 4 + TCP + ETH) + 2 * (TCP + ETH)
 
 
 def test_bound_is_rate_over_busier_direction():
