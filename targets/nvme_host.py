@@ -7,23 +7,54 @@ the new device is nvme0n1.
 
 from __future__ import annotations
 
-from sanlab.targets.host import Host, sh, wait_for_devices
+from collections.abc import Callable
+
+from sanlab.targets.host import Host, StackError, sh, wait_for_devices
 from sanlab.targets.naming import NVME_PORT
+
+# How long a fabrics Connect may wait before the kernel gives up (nvme_core's
+# admin_timeout, 60 s by default, read when a controller is created).  Under
+# TCG every Connect answers within a second or two.
+CONNECT_TIMEOUT_S = 20
+CONNECT_ATTEMPTS = 2
 
 
 def connect(
-    host: Host, nqn: str, transport: str, address: str, header_digest: bool, data_digest: bool
+    host: Host,
+    nqn: str,
+    transport: str,
+    address: str,
+    header_digest: bool,
+    data_digest: bool,
+    say: Callable[[str], None] = lambda m: None,
 ) -> list[str]:
+    """Connect to ``nqn`` and return its namespaces' block devices.
+
+    A Connect that times out (the kernel logs "QID n timeout") is tried once
+    more; any other failure is a configuration error and is raised at once.  The reason is a race in
+    siw (Linux 6.1, siw_cm.c): after a passive side sends its MPA reply it
+    installs the QP's receive upcall, and if the host's first FPDU (the I/O
+    queue's Connect capsule) lands in between, it waits unread in the socket
+    until the connection closes.  A slow TCG guest hits that window now and
+    then; the retry makes a new connection.
+    """
     trtype = "tcp" if transport == "nvme-tcp" else "rdma"
     options = (" --hdr-digest" if header_digest else "") + (" --data-digest" if data_digest else "")
-    sh(
-        host,
+    prepare = (
         f"modprobe nvme-{trtype}\n"
+        f"echo {CONNECT_TIMEOUT_S} > /sys/module/nvme_core/parameters/admin_timeout\n"
         "[ -s /etc/nvme/hostnqn ] || { mkdir -p /etc/nvme; nvme gen-hostnqn > /etc/nvme/hostnqn; }\n"
-        f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}{options}",
-        f"nvme connect to {nqn} over {trtype}",
-        timeout=120,
     )
+    command = f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}{options}"
+    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+        try:
+            sh(host, prepare + command, f"nvme connect to {nqn} over {trtype}", timeout=120)
+            break
+        except StackError as exc:
+            if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
+                raise
+            host.run(f"nvme disconnect -n {nqn}", timeout=60)
+            say(f"nvme connect to {nqn} failed, trying again: {str(exc).splitlines()[0]}")
     return namespaces(host, nqn)
 
 

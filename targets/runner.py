@@ -119,7 +119,7 @@ def run(
         finished = 0
         try:
             say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
-            with exported(target, name, wire) as devices:
+            with exported(target, name, wire, lambda m, n=name: say(f"{n}: {m}")) as devices:
                 for p in cells:
                     rec = _run_point(p, devices[0], wire, raw_dir, base)
                     records.append(rec)

@@ -8,7 +8,7 @@ target on the same hosts starts from a clean kernel.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -32,8 +32,13 @@ class Wiring:
 
 
 @contextmanager
-def exported(target: Target, name: str, wiring: Wiring) -> Iterator[list[str]]:
-    """Export ``target``, connect the initiator, yield its block devices, then undo it all."""
+def exported(
+    target: Target, name: str, wiring: Wiring, say: Callable[[str], None] = lambda m: None
+) -> Iterator[list[str]]:
+    """Export ``target``, connect the initiator, yield its block devices, then undo it all.
+
+    ``say`` hears about steps that needed a second try.
+    """
     t, i = wiring.target_host, wiring.initiator_host
     backings: list[backstores.Backing] = []
     undo: list = []
@@ -51,6 +56,7 @@ def exported(target: Target, name: str, wiring: Wiring) -> Iterator[list[str]]:
                 wiring.target_address,
                 target.header_digest,
                 target.data_digest,
+                say,
             )
             undo.append(lambda: nvme_host.disconnect(i, subsystem))
         elif target.stack == "tgt":
