@@ -119,7 +119,7 @@ def run(
         finished = 0
         try:
             say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
-            with exported(target, name, wire, lambda m, n=name: say(f"{n}: {m}")) as devices:
+            with exported(target, name, wire, _prefixed(say, name)) as devices:
                 for p in cells:
                     rec = _run_point(p, devices[0], wire, raw_dir, base)
                     records.append(rec)
@@ -137,6 +137,11 @@ def run(
             say(f"{name}: FAILED: {exc}")
         done += len(cells)
     return records
+
+
+def _prefixed(say: Say, name: str) -> Say:
+    """``say`` with the target's name in front, for steps deep inside a stack."""
+    return lambda message: say(f"{name}: {message}")
 
 
 def _record(base: dict[str, object], p: Point, **figures: object) -> ResultRecord:
