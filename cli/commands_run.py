@@ -58,7 +58,7 @@ def run(scenario: Path, out: Path | None, as_json: bool) -> None:
         records = []
         with running_lab(loaded, name, _say, capture, keep_logs=False) as lab:
             try:
-                records = runner.run(loaded, lab.vms, lab.plan.addresses, out, _say)
+                records = runner.run(loaded, lab.vms, lab.plan.addresses, out, _say, doctor=lab)
             finally:
                 _collect_logs(lab, out)
     except SanlabError as exc:
@@ -76,15 +76,17 @@ def run(scenario: Path, out: Path | None, as_json: bool) -> None:
             click.echo(
                 f"{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
                 f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
-                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + _error_note(r.error)
+                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + _error_note(r.error, r.note)
             )
         click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
         click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if loaded.capture else ''})")
     sys.exit(1 if failed else 0)
 
 
-def _error_note(error: str | None) -> str:
-    return f" ERROR: {error[:80]}" if error else ""
+def _error_note(error: str | None, note: str | None) -> str:
+    if error:
+        return f" ERROR: {error[:80]}"
+    return f" (note: {note[:80]})" if note else ""
 
 
 def _collect_logs(lab: Lab, out: Path) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.emulator import accel as accelerator
+from sanlab.emulator import links as cables
 from sanlab.emulator.images import Image, require_image
 from sanlab.emulator.links import Interface, configure
 from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
@@ -97,6 +98,15 @@ def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) 
     return Plan(specs, interfaces, addresses)
 
 
+@dataclass(frozen=True)
+class LinkHealth:
+    """Whether a link's two ends still reach each other, and the evidence."""
+
+    link: str
+    ok: bool
+    detail: str
+
+
 class Lab:
     def __init__(self, scenario: Scenario, name: str, run_dir: Path, capture_dir: Path | None = None):
         if not scenario.hosts:
@@ -135,6 +145,48 @@ class Lab:
     def _configure(self, vm: Vm) -> None:
         for nic in self.plan.interfaces[vm.name]:
             configure(vm, nic)
+
+    def _ends(self, link: str) -> list[tuple[Vm, Interface, str]]:
+        ends = []
+        for (name, host), address in self.plan.addresses.items():
+            if name == link and host in self.vms:
+                nic = next(n for n in self.plan.interfaces[host] if n.link == link)
+                ends.append((self.vms[host], nic, address))
+        if len(ends) != 2:
+            raise SanlabError(f"lab {self.name}: no running link {link!r}")
+        return ends
+
+    def check_link(self, link: str) -> LinkHealth:
+        """Ping across ``link``; the packet counters of both ends show which way is lost."""
+        (a, nic_a, _), (b, nic_b, addr_b) = self._ends(link)
+        before = cables.counters(a, nic_a), cables.counters(b, nic_b)
+        ok = cables.answers(a, nic_a, addr_b)
+        after = cables.counters(a, nic_a), cables.counters(b, nic_b)
+        detail = (
+            f"{a.name} -> {addr_b}: {'answers' if ok else 'no answer'}; "
+            f"{a.name} {before[0]} -> {after[0]}, {b.name} {before[1]} -> {after[1]}"
+        )
+        return LinkHealth(link, ok, detail)
+
+    def restart_link(self, link: str) -> LinkHealth:
+        """Bring both ends of ``link`` down and up again; if that is not enough, reset both NICs.
+
+        Returns the health after the last step, its detail saying which step it took.
+        """
+        for vm, nic, _ in self._ends(link):
+            cables.restart(vm, nic)
+        time.sleep(2)
+        health = self.check_link(link)
+        if health.ok:
+            return LinkHealth(link, True, f"down/up: {health.detail}")
+        try:
+            for vm, nic, _ in self._ends(link):
+                cables.reset(vm, nic)
+        except SanlabError as exc:
+            return LinkHealth(link, False, f"down/up did not help; {exc}")
+        time.sleep(2)
+        health = self.check_link(link)
+        return LinkHealth(link, health.ok, f"NIC reset after down/up did not help: {health.detail}")
 
     def _link_summary(self) -> Iterator[str]:
         for (link, host), address in self.plan.addresses.items():

@@ -4,6 +4,11 @@ Run inside a guest through its agent.  Delay and loss are netem at the
 interface's egress, rate a tbf under it; both ends of a link are shaped the
 same way, so ``delay`` is one-way and the round trip is twice it.  The RDMA
 device (rxe or siw) is bound to the interface with ``rdma link add``.
+
+An interface can also be asked whether its peer still answers, what its
+packet counters say, and to restart itself: an emulated cable can stall
+(a virtio queue that waits for a kick that never comes), and bringing the
+interface down and up again re-arms its queues.
 """
 
 from __future__ import annotations
@@ -90,3 +95,47 @@ def shaping_commands(nic: Interface) -> list[str]:
             f"burst {burst} latency 100ms"
         )
     return commands
+
+
+def answers(host: Runs, nic: Interface, peer: str, count: int = 3) -> bool:
+    """Does ``peer`` answer pings sent out of this interface?"""
+    return host.run(f"ping -q -n -c {count} -W 2 -I {nic.link} {peer}", timeout=30 + 3 * count).ok
+
+
+def counters(host: Runs, nic: Interface) -> str:
+    """``rx N tx M`` packets, read from sysfs: which direction of a cable moves."""
+    base = f"/sys/class/net/{nic.link}/statistics"
+    out = host.run(f"cat {base}/rx_packets {base}/tx_packets", timeout=30).stdout.split()
+    return f"rx {out[0]} tx {out[1]}" if len(out) == 2 else "counters unreadable"
+
+
+def restart(host: Runs, nic: Interface) -> None:
+    """Down and up: the guest driver refills and kicks its queues; address and RDMA device stay."""
+    host.run(f"ip link set dev {nic.link} down; sleep 1; ip link set dev {nic.link} up", timeout=60)
+
+
+def reset(host: Runs, nic: Interface) -> None:
+    """Unbind and rebind the virtio NIC (a device reset), then configure it from scratch.
+
+    The last resort for a stall that down/up does not clear: QEMU drops the
+    device's queues, the guest gets a new netdev without address, shaping
+    or RDMA device, and ``configure`` puts them back.  The soft-RDMA device
+    goes with the old netdev; its removal is asynchronous, so wait for it.
+    """
+    lines = [
+        "set -e",
+        f"dev=$(basename $(readlink /sys/class/net/{nic.link}/device))",
+        'echo "$dev" > /sys/bus/virtio/drivers/virtio_net/unbind',
+        'echo "$dev" > /sys/bus/virtio/drivers/virtio_net/bind',
+    ]
+    if nic.rdma_device:
+        gone = f"! rdma link show {nic.rdma_device} >/dev/null 2>&1"
+        lines += [
+            f"for i in $(seq 50); do {gone} && break; sleep 0.2; done",
+            f'{gone} || {{ echo "{nic.rdma_device} is still registered" >&2; exit 1; }}',
+        ]
+    result = host.run("\n".join(lines), timeout=60)
+    if not result.ok:
+        why = result.stderr.strip()
+        raise SanlabError(f"{host.name}: resetting the NIC of link {nic.link!r} failed: {why}")
+    configure(host, nic)

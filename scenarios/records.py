@@ -49,6 +49,9 @@ class ResultRecord(BaseModel):
     seed: int | None = None
     # Set when a matrix cell failed; the run goes on and records why.
     error: str | None = None
+    # What went wrong on the way but was recovered from (a stalled link that
+    # was restarted and the target run again): a passing cell can carry one.
+    note: str | None = None
 
 
 def results_document(records: list[ResultRecord]) -> dict[str, list[dict[str, object]]]:

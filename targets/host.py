@@ -49,13 +49,18 @@ def sh(host: Host, script: str, what: str, timeout: float = 120.0) -> str:
     result = host.run("set -e\n" + script, timeout=timeout)
     if not result.ok:
         detail = (result.stderr or result.stdout).strip().splitlines()[-6:]
-        kernel = host.run("dmesg | tail -n 6", timeout=30).stdout.strip()
+        kernel = kernel_tail(host)
         raise StackError(
             f"{host.name}: {what} failed (exit {result.rc}): "
             + " | ".join(detail)
-            + (f"\n  kernel log: {' | '.join(kernel.splitlines())}" if kernel else "")
+            + (f"\n  kernel log: {kernel}" if kernel else "")
         )
     return result.stdout
+
+
+def kernel_tail(host: Host, lines: int = 6) -> str:
+    """The last kernel messages on one line: why a step failed is usually there."""
+    return " | ".join(host.run(f"dmesg | tail -n {lines}", timeout=30).stdout.strip().splitlines())
 
 
 def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0) -> list[str]:

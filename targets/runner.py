@@ -13,6 +13,7 @@ import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord
@@ -20,7 +21,7 @@ from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.semantics import link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets.fio import FioJob, parse
-from sanlab.targets.host import Host
+from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
 
 Say = Callable[[str], None]
@@ -89,13 +90,37 @@ def _busy_pct(before: tuple[int, int], after: tuple[int, int]) -> float:
     return round(100.0 * (total - idle) / total, 2) if total > 0 else 0.0
 
 
+class LinkState(Protocol):
+    @property
+    def ok(self) -> bool: ...
+
+    @property
+    def detail(self) -> str: ...
+
+
+class LinkDoctor(Protocol):
+    """Whoever owns the links: can tell whether one still carries packets, and restart it."""
+
+    def check_link(self, link: str) -> LinkState: ...
+
+    def restart_link(self, link: str) -> LinkState: ...
+
+
 def run(
     scenario: Scenario,
     hosts: Mapping[str, Host],
     addresses: dict[tuple[str, str], str],
     out: Path,
     say: Say = lambda m: None,
+    doctor: LinkDoctor | None = None,
 ) -> list[ResultRecord]:
+    """Every target's points, in order.  When a target fails, ``doctor`` checks its link.
+
+    A link that no longer answers pings is the emulator's fault, not the
+    stack's: the doctor restarts it and, if it answers again, the target is
+    run once more and its records say so in ``note``.  A target that fails
+    on a healthy link is not retried.
+    """
     raw_dir = out / "fio"
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
@@ -116,27 +141,76 @@ def run(
             "link_gbps": rate,
             "mtu": mtu,
         }
-        finished = 0
-        try:
-            say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
-            with exported(target, name, wire, _prefixed(say, name)) as devices:
-                for p in cells:
-                    rec = _run_point(p, devices[0], wire, raw_dir, base)
-                    records.append(rec)
-                    finished += 1
-                    outcome = (
-                        f"{rec.iops:.0f} IOPS (emulated), verify {rec.verify}"
-                        if rec.error is None
-                        else f"FAILED: {rec.error}"
+        lname = _link_of(scenario, target)
+        attempt = _run_target(target, name, cells, wire, raw_dir, base, say, done, total)
+        if any(r.error for r in attempt) and doctor is not None:
+            health = doctor.check_link(lname)
+            if health.ok:
+                attempt = [_with_link(r, f"link {lname} answered afterwards") for r in attempt]
+            else:
+                say(f"{name}: link {lname} stalled ({health.detail}); restarting its interfaces")
+                revived = doctor.restart_link(lname)
+                if revived.ok:
+                    say(f"{name}: link {lname} answers again; running {name} once more")
+                    note = (
+                        f"first attempt failed on a stalled link {lname} ({health.detail}): "
+                        + _first_error(attempt)
                     )
-                    say(f"[{done + finished}/{total}] {p.label}: {outcome}")
-        except SanlabError as exc:
-            for p in cells[finished:]:
-                verify = "fail" if p.workload.verify != "off" else "off"
-                records.append(_record(base, p, error=str(exc), verify=verify))
-            say(f"{name}: FAILED: {exc}")
+                    retry = _run_target(target, name, cells, wire, raw_dir, base, say, done, total)
+                    attempt = [r.model_copy(update={"note": note}) for r in retry]
+                else:
+                    why = f"link {lname} stalled and did not come back ({revived.detail})"
+                    attempt = [_with_link(r, why) for r in attempt]
+        records.extend(attempt)
         done += len(cells)
     return records
+
+
+def _run_target(
+    target: Target,
+    name: str,
+    cells: list[Point],
+    wire: Wiring,
+    raw_dir: Path,
+    base: dict[str, object],
+    say: Say,
+    done: int,
+    total: int,
+) -> list[ResultRecord]:
+    """Export, run every point, take down; a failure becomes the error of the points it hit."""
+    records: list[ResultRecord] = []
+    try:
+        say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
+        with exported(target, name, wire, _prefixed(say, name)) as devices:
+            for p in cells:
+                rec = _run_point(p, devices[0], wire, raw_dir, base)
+                records.append(rec)
+                outcome = (
+                    f"{rec.iops:.0f} IOPS (emulated), verify {rec.verify}"
+                    if rec.error is None
+                    else f"FAILED: {rec.error}"
+                )
+                say(f"[{done + len(records)}/{total}] {p.label}: {outcome}")
+    except SanlabError as exc:
+        for p in cells[len(records) :]:
+            verify = "fail" if p.workload.verify != "off" else "off"
+            records.append(_record(base, p, error=str(exc), verify=verify))
+        say(f"{name}: FAILED: {exc}")
+    return records
+
+
+def _link_of(scenario: Scenario, target: Target) -> str:
+    found = target_link(scenario, target)
+    assert found is not None  # wiring() has already refused a target without a link
+    return link_name(found[1], found[0])
+
+
+def _with_link(record: ResultRecord, finding: str) -> ResultRecord:
+    return record.model_copy(update={"error": f"{record.error}\n  {finding}"}) if record.error else record
+
+
+def _first_error(records: list[ResultRecord]) -> str:
+    return next((r.error or "" for r in records if r.error), "").splitlines()[0]
 
 
 def _prefixed(say: Say, name: str) -> Say:
@@ -169,6 +243,8 @@ def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[st
         return _record(base, p, error=detail, verify="fail" if verify else "off")
     failed = result.rc != 0 or fio.error != 0
     problem = f"fio exit {result.rc}, error {fio.error}: {result.stderr.strip()[-300:]}"
+    if failed:
+        problem += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
     return _record(
         base,
         p,

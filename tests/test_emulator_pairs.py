@@ -16,6 +16,7 @@ import yaml
 from sanlab.emulator.lab import running_lab
 from sanlab.emulator.qemu import pid_alive
 from sanlab.scenarios.loader import parse_scenario
+from sanlab.targets import runner
 from support import SCENARIOS
 
 pytestmark = pytest.mark.vm
@@ -115,3 +116,47 @@ def test_rate_takes_effect(pair):
 
     mbps = json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6
     assert 20 < mbps <= 55, mbps  # shaped to 50 Mbit/s
+
+
+def test_a_stalled_link_is_found_and_restarted(pair):
+    """A cable end that stops moving packets shows up in check_link; restart_link brings it back."""
+    _, lab = pair
+    lab.vms["target"].run("ip link set dev fabric down", timeout=30).check()
+    stalled = lab.check_link("fabric")
+    assert not stalled.ok and "no answer" in stalled.detail, stalled
+    revived = lab.restart_link("fabric")
+    assert revived.ok and revived.detail.startswith("down/up"), revived.detail
+    for vm in lab.vms.values():  # the RDMA device outlives the restart
+        assert "state ACTIVE" in vm.run("rdma link show", timeout=30).stdout
+
+
+def test_a_stall_that_down_up_cannot_clear_is_reset(pair):
+    """A blackhole that survives down/up (a qdisc dropping everything): the NIC is reset, reconfigured."""
+    driver, lab = pair
+    lab.vms["target"].run("tc qdisc replace dev fabric root netem loss 100%", timeout=30).check()
+    revived = lab.restart_link("fabric")
+    assert revived.ok and revived.detail.startswith("NIC reset"), revived.detail
+    peer = lab.plan.addresses[("fabric", "target")]
+    out = lab.vms["initiator"].run(f"ping -c 3 -i 0.3 {peer}", timeout=60).check().stdout
+    assert min(float(x) for x in re.findall(r"time=([\d.]+) ms", out)) >= 4.0, out  # shaping is back
+    for vm in lab.vms.values():  # a new RDMA device on the new netdev
+        out = vm.run("rdma link show", timeout=30).stdout
+        assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
+
+
+def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
+    """The initiator's end is down: Connect fails at once, the doctor revives the link, the rerun passes."""
+    driver, lab = pair
+    data = yaml.safe_load((SCENARIOS / f"pair-{driver}.yaml").read_text())
+    data["targets"] = [
+        {"name": "nvme-tcp", "host": "target", "stack": "nvmet", "transport": "nvme-tcp", "size": "32m"}
+    ]
+    data["workloads"] = [{"rw": "randwrite", "bs": "4k", "iodepth": 1, "runtime": "1s", "verify": "crc32c"}]
+    scenario = parse_scenario(data, f"pair-{driver}.yaml")
+    lab.vms["initiator"].run("ip link set dev fabric down", timeout=30).check()
+    heard: list[str] = []
+    records = runner.run(scenario, lab.vms, lab.plan.addresses, tmp_path, heard.append, doctor=lab)
+    assert [r.error for r in records] == [None], records
+    assert records[0].verify == "pass" and records[0].iops > 0
+    assert "stalled link fabric" in (records[0].note or ""), records[0].note
+    assert any("running nvme-tcp once more" in line for line in heard), heard
