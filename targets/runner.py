@@ -20,6 +20,7 @@ from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.semantics import link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
+from sanlab.targets import kernel_stacks
 from sanlab.targets.fio import FioJob, parse
 from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
@@ -192,11 +193,18 @@ def _run_target(
                 )
                 say(f"[{done + len(records)}/{total}] {p.label}: {outcome}")
     except SanlabError as exc:
+        error = str(exc) + _stuck_tasks(wire.initiator_host, wire.target_host)
         for p in cells[len(records) :]:
             verify = "fail" if p.workload.verify != "off" else "off"
-            records.append(_record(base, p, error=str(exc), verify=verify))
-        say(f"{name}: FAILED: {exc}")
+            records.append(_record(base, p, error=error, verify=verify))
+        say(f"{name}: FAILED: {error}")
     return records
+
+
+def _stuck_tasks(*hosts: Host) -> str:
+    """Storage and RDMA tasks that wait somewhere in the kernel, per host, as error lines."""
+    found = ((h.name, kernel_stacks.snapshot(h)) for h in hosts)
+    return "".join(f"\n  {name} stuck in kernel: {'; '.join(lines)}" for name, lines in found if lines)
 
 
 def _link_of(scenario: Scenario, target: Target) -> str:
@@ -245,6 +253,7 @@ def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[st
     problem = f"fio exit {result.rc}, error {fio.error}: {result.stderr.strip()[-300:]}"
     if failed:
         problem += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
+        problem += _stuck_tasks(initiator, target)
     return _record(
         base,
         p,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -51,10 +52,13 @@ def test_every_combination_reports_iops_with_verify_pass(smoke):
     records = json.loads(result.stdout)["results"]
     combos = {(r["transport"], r["target_stack"], r["fabric"], r["rdma_driver"]) for r in records}
     assert combos == EXPECTED
+    failed = [f"{r['target_stack']} {r['transport']} {r['fabric']}: {r['error']}" for r in records if r["error"]]
+    assert not failed, "\n".join(failed)
     for r in records:
         assert r["mode"] == "emulated"
-        assert r["error"] is None, r
         assert r["iops"] > 0 and r["verify"] == "pass", r
+        if r["note"]:  # a target that was run again after its link stalled: pass, but be seen
+            warnings.warn(f"{r['target_stack']} {r['transport']} {r['fabric']}: {r['note']}", stacklevel=1)
     assert json.loads((out / "results.json").read_text())["results"] == records
 
 
