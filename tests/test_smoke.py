@@ -52,7 +52,9 @@ def test_every_combination_reports_iops_with_verify_pass(smoke):
     records = json.loads(result.stdout)["results"]
     combos = {(r["transport"], r["target_stack"], r["fabric"], r["rdma_driver"]) for r in records}
     assert combos == EXPECTED
-    failed = [f"{r['target_stack']} {r['transport']} {r['fabric']}: {r['error']}" for r in records if r["error"]]
+    failed = [
+        f"{r['target_stack']} {r['transport']} {r['fabric']}: {r['error']}" for r in records if r["error"]
+    ]
     assert not failed, "\n".join(failed)
     for r in records:
         assert r["mode"] == "emulated"
