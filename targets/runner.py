@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
@@ -72,6 +73,7 @@ def wiring(
         target_address=addresses[(lname, target.host)],
         initiator_address=addresses[(lname, initiator)],
         rdma_device=f"{driver}_{lname}" if driver else None,
+        link=lname,
     )
     rate = link.rate / 1e9 if link.rate else None
     if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
@@ -142,26 +144,10 @@ def run(
             "link_gbps": rate,
             "mtu": mtu,
         }
-        lname = _link_of(scenario, target)
-        attempt = _run_target(target, name, cells, wire, raw_dir, base, say, done, total)
-        if any(r.error for r in attempt) and doctor is not None:
-            health = doctor.check_link(lname)
-            if health.ok:
-                attempt = [_with_link(r, f"link {lname} answered afterwards") for r in attempt]
-            else:
-                say(f"{name}: link {lname} stalled ({health.detail}); restarting its interfaces")
-                revived = doctor.restart_link(lname)
-                if revived.ok:
-                    say(f"{name}: link {lname} answers again; running {name} once more")
-                    note = (
-                        f"first attempt failed on a stalled link {lname} ({health.detail}): "
-                        + _first_error(attempt)
-                    )
-                    retry = _run_target(target, name, cells, wire, raw_dir, base, say, done, total)
-                    attempt = [r.model_copy(update={"note": note}) for r in retry]
-                else:
-                    why = f"link {lname} stalled and did not come back ({revived.detail})"
-                    attempt = [_with_link(r, why) for r in attempt]
+        run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total)
+        attempt = run_target()
+        if doctor is not None and any(r.error for r in attempt):
+            attempt = _consult(doctor, wire.link, name, attempt, run_target, say)
         records.extend(attempt)
         done += len(cells)
     return records
@@ -207,10 +193,27 @@ def _stuck_tasks(*hosts: Host) -> str:
     return "".join(f"\n  {name} stuck in kernel: {'; '.join(lines)}" for name, lines in found if lines)
 
 
-def _link_of(scenario: Scenario, target: Target) -> str:
-    found = target_link(scenario, target)
-    assert found is not None  # wiring() has already refused a target without a link
-    return link_name(found[1], found[0])
+def _consult(
+    doctor: LinkDoctor,
+    link: str,
+    name: str,
+    attempt: list[ResultRecord],
+    rerun: Callable[[], list[ResultRecord]],
+    say: Say,
+) -> list[ResultRecord]:
+    """A target failed: was it the cable?  Restart a stalled one and ``rerun`` the target once."""
+    health = doctor.check_link(link)
+    if health.ok:
+        return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
+    say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
+    revived = doctor.restart_link(link)
+    if not revived.ok:
+        return [
+            _with_link(r, f"link {link} stalled and did not come back ({revived.detail})") for r in attempt
+        ]
+    say(f"{name}: link {link} answers again; running {name} once more")
+    note = f"first attempt failed on a stalled link {link} ({health.detail}): {_first_error(attempt)}"
+    return [r.model_copy(update={"note": note}) for r in rerun()]
 
 
 def _with_link(record: ResultRecord, finding: str) -> ResultRecord:

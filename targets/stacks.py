@@ -29,6 +29,7 @@ class Wiring:
     target_address: str
     initiator_address: str
     rdma_device: str | None  # on both hosts: <driver>_<link>
+    link: str  # the scenario's name for the cable between them
 
 
 @contextmanager

@@ -74,6 +74,7 @@ def capture(name: str) -> Path:
                 lab.plan.addresses[("fabric", "target")],
                 lab.plan.addresses[("fabric", "initiator")],
                 f"{driver}_fabric",
+                "fabric",
             )
             with exported(scenario.targets[0], "golden", wire) as devices:
                 for rw, bs in IOS:
