@@ -13,7 +13,7 @@ module and not in that module's normal idle loop, e.g.::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sanlab.targets.host import Host
 
@@ -56,21 +56,22 @@ _FRAME = re.compile(r"\]\s+([\w.]+)\+0x[0-9a-f]+/0x[0-9a-f]+(?:\s+\[(\w+)\])?")
 
 @dataclass
 class Task:
+    """One process or kernel thread and the kernel stack it sleeps on."""
+
     pid: int
     comm: str = "?"
     state: str = "?"
-    frames: list[tuple[str, str | None]] | None = None  # (function, module), innermost first
+    frames: list[tuple[str, str | None]] = field(default_factory=list)  # (function, module), innermost first
 
     def stuck_in_storage(self) -> bool:
-        frames = self.frames or []
-        if not any(module in STORAGE_MODULES for _, module in frames):
+        if not any(module in STORAGE_MODULES for _, module in self.frames):
             return False
-        return frames[0][0] not in IDLE_FRAMES
+        return self.frames[0][0] not in IDLE_FRAMES
 
     def summary(self, depth: int = 4) -> str:
         """The core function a module called into (where it waits), then the module frames."""
-        frames = self.frames or []
-        first = next(i for i, (_, module) in enumerate(frames) if module)
+        frames = self.frames
+        first = next((i for i, (_, module) in enumerate(frames) if module), len(frames))
         shown = [frames[first - 1][0]] if first > 0 else []
         shown += [f"{function} [{module}]" for function, module in frames[first:] if module][:depth]
         return f"{self.comm} ({self.state}): " + " <- ".join(shown)
@@ -92,7 +93,7 @@ def parse(text: str) -> list[Task]:
         else:
             frame = _FRAME.search(value)
             if frame:
-                task.frames = (task.frames or []) + [(frame.group(1), frame.group(2))]
+                task.frames.append((frame.group(1), frame.group(2)))
     return sorted(tasks.values(), key=lambda t: t.pid)
 
 
