@@ -202,11 +202,14 @@ def _consult(
     say: Say,
 ) -> list[ResultRecord]:
     """A target failed: was it the cable?  Restart a stalled one and ``rerun`` the target once."""
-    health = doctor.check_link(link)
-    if health.ok:
-        return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
-    say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
-    revived = doctor.restart_link(link)
+    try:
+        health = doctor.check_link(link)
+        if health.ok:
+            return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
+        say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
+        revived = doctor.restart_link(link)
+    except SanlabError as exc:  # a host that no longer answers its agent, say
+        return [_with_link(r, f"link {link} could not be checked: {exc}") for r in attempt]
     if not revived.ok:
         return [
             _with_link(r, f"link {link} stalled and did not come back ({revived.detail})") for r in attempt
