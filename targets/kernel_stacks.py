@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from sanlab.scenarios.errors import SanlabError
 from sanlab.targets.host import Host
 
 # Modules whose presence on a stack makes a task worth reporting.
@@ -104,5 +105,8 @@ def stuck(text: str) -> list[str]:
 
 def snapshot(host: Host) -> list[str]:
     """Read every task's stack on ``host`` and return the stuck ones (empty if unreadable)."""
-    result = host.run(SCRIPT, timeout=60)
+    try:
+        result = host.run(SCRIPT, timeout=60)
+    except SanlabError:  # diagnosis must never turn one failure into another
+        return []
     return stuck(result.stdout)
