@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from importlib import resources
@@ -25,11 +26,11 @@ from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.report import match, text_table, write_chart, write_csv
 from sanlab.models.simulate import Settings
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import results_document
 from sanlab.scenarios.schema import FABRICS, STACKS, TRANSPORTS, Scenario
-from sanlab.validation import fail
+from sanlab.validation import fail, writable_dir
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
 POINT_OPTIONS = ("fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs")
@@ -58,7 +59,16 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
             projection[key] = opts[key]
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
     data = {"name": "command-line", "workloads": [workload], "projections": [projection]}
-    return parse_scenario(data, "command line")
+    try:
+        return parse_scenario(data, "command line")
+    except ScenarioError as exc:
+        raise ScenarioError([_as_option(p) for p in exc.problems]) from None
+
+
+def _as_option(problem: Problem) -> Problem:
+    """'workloads[0].bs[0]' -> '--bs': name the option the user typed, not the scenario field."""
+    field = re.sub(r"\[\d+\]", "", problem.path).split(".")[-1] if problem.path else ""
+    return Problem("sanlab model", f"--{field.replace('_', '-')}" if field else "", problem.message)
 
 
 def _published_for(scenario: Scenario) -> list[Measured]:
@@ -99,7 +109,7 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--header-digest", is_flag=True)
 @click.option("--data-digest", is_flag=True)
 @click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
 @click.option(
     "--report",
@@ -137,6 +147,9 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
                         ]
                     }
                 )
+        _check_projectable(chosen)
+        if report:
+            writable_dir(report, "--report")
         progress = _progress_bar() if not as_json else None
         results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
@@ -156,6 +169,14 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
         write_chart(cells, report / "chart.png", title)
         (report / "results.json").write_text(json.dumps(results_document(records), indent=2))
         click.echo(f"report written to {report}/ (table.txt, cells.csv, chart.png, results.json)")
+
+
+def _check_projectable(scenario: Scenario) -> None:
+    """A scenario with nothing to project is a mistake, not an empty table."""
+    if not scenario.projections:
+        raise SanlabError(f"{scenario.name}: declares no projections: nothing to project (add projections:)")
+    if not scenario.workloads:
+        raise SanlabError(f"{scenario.name}: declares no workloads: nothing to project (add workloads:)")
 
 
 def _progress_bar() -> Callable[[int, int], None] | None:

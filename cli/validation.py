@@ -6,6 +6,7 @@ the names it gives other layers (profiles), all before anything runs.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -35,6 +36,22 @@ def load_checked(path: Path) -> Scenario:
     if problems:
         raise ScenarioError(problems)
     return scenario
+
+
+def writable_dir(path: Path, option: str) -> Path:
+    """Make sure ``path`` is (or can become) a directory we may write, before any work is done."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".sanlab-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except FileExistsError:
+        raise SanlabError(f"{option} {path}: exists and is not a directory") from None
+    except OSError as exc:
+        raise SanlabError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    if not path.is_dir():
+        raise SanlabError(f"{option} {path}: exists and is not a directory")
+    return path
 
 
 @click.command()

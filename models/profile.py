@@ -153,7 +153,7 @@ def load_profile(name_or_path: str) -> Profile:
     if name_or_path in _CACHE:
         return _CACHE[name_or_path]
     path = Path(name_or_path)
-    if not path.suffix:
+    if path.suffix not in (".yaml", ".yml"):
         if name_or_path not in profile_names():
             raise ScenarioError(
                 [
@@ -232,10 +232,17 @@ def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:
 
 
 def check_projection_profiles(scenario: Scenario) -> list[tuple[str, str]]:
-    """Problems with the profile names a scenario's projections use."""
-    names = profile_names()
-    return [
-        (f"projections[{i}].profile", f"{p.profile!r} is not a profile (use {', '.join(names)})")
-        for i, p in enumerate(scenario.projections)
-        if p.profile not in names and not Path(p.profile).is_file()
-    ]
+    """Problems with the profiles a scenario's projections use: unknown names, bad files.
+
+    Each profile is loaded as ``sanlab model`` would load it, so that
+    ``sanlab validate`` accepts exactly what ``sanlab model`` accepts.
+    """
+    problems = []
+    for i, p in enumerate(scenario.projections):
+        try:
+            load_profile(p.profile)
+        except ScenarioError as exc:
+            first = exc.problems[0]
+            detail = first.message if first.source == "profile" else str(first)
+            problems.append((f"projections[{i}].profile", detail))
+    return problems

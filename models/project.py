@@ -19,9 +19,8 @@ from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Projection, Scenario
-from sanlab.scenarios.semantics import RDMA_TRANSPORTS, target_link
+from sanlab.scenarios.semantics import RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS, target_link
 
-TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
         transports = [projection.transport] if projection.transport else declared
         for transport in transports:
             fabric = _fabric(transport, projection, scenario)
-            if transport in TCP_TRANSPORTS and fabric not in ("eth", "iwarp"):
+            if transport in TCP_TRANSPORTS and fabric not in TCP_FABRICS:
                 raise ScenarioError(
                     [
                         Problem(

@@ -17,7 +17,6 @@ SRP_CMD, SRP_DESC, SRP_RSP = 48, 16, 36
 SRP_IMM_OFFSET = 68  # SRP_CMD + room for additional CDB + the 4-byte immediate descriptor
 NVME_SQE, NVME_CQE = 64, 16
 NVME_TCP_CMD, NVME_TCP_RESP, NVME_TCP_DATA_HDR = 72, 24, 24
-RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
 
 
 @dataclass(frozen=True)

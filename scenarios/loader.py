@@ -8,15 +8,16 @@ one line: ``file: field.path: 'value' is ... (what is allowed)``.
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from sanlab.scenarios.errors import Problem, ScenarioError
-from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.schema import PATTERN_HINTS, Scenario
 from sanlab.scenarios.semantics import check_scenario
+from sanlab.scenarios.yamlfile import load_yaml
 
 
 def field_path(loc: tuple[int | str, ...]) -> str:
@@ -56,9 +57,15 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 40
+_REPR.maxlist = _REPR.maxdict = 4
+_REPR.maxlevel = 2
+
+
 def _shown(value: Any) -> str:
-    """A value as the user wrote it in YAML: null, not Python's None."""
-    return "null" if value is None else repr(value)
+    """A value as the user wrote it in YAML (null, not Python's None), cut to a line."""
+    return "null" if value is None else _REPR.repr(value)
 
 
 def _describe(error: Any, root: type[BaseModel]) -> str:
@@ -75,7 +82,8 @@ def _describe(error: Any, root: type[BaseModel]) -> str:
     if kind == "value_error":
         return str(error["msg"]).removeprefix("Value error, ")
     if kind == "string_pattern_mismatch":
-        return f"{value!r} is not a valid name (lower-case letters, digits and '-')"
+        hint = PATTERN_HINTS.get(error["ctx"]["pattern"], "see scenarios/schema.json")
+        return f"{_shown(value)} is not allowed here ({hint})"
     return f"{_shown(value)}: {error['msg']}"
 
 
@@ -85,19 +93,8 @@ def problems_from(error: ValidationError, source: str, root: type[BaseModel]) ->
 
 
 def read_yaml(path: Path) -> Any:
-    """Parse a YAML file, turning I/O and syntax errors into a ScenarioError."""
-    source = str(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ScenarioError([Problem(source, "", f"cannot read: {exc.strerror}")]) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError([Problem(source, where, f"not valid YAML: {problem}")]) from None
+    """Parse a YAML file in bounded time and memory; any problem is a ScenarioError."""
+    return load_yaml(path)
 
 
 def parse_scenario(data: Any, source: str) -> Scenario:

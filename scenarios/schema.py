@@ -15,9 +15,17 @@ import json
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from sanlab.scenarios.sizes import parse_duration, parse_percent, parse_rate, parse_size
+from sanlab.scenarios.sizes import (
+    BLOCK_SIZE,
+    HOST_MEMORY,
+    LINK_DELAY,
+    LUN_SIZE,
+    RUNTIME,
+    parse_percent,
+    parse_rate,
+)
 
 Fabric = Literal["eth", "roce", "iwarp", "ib"]
 RdmaDriver = Literal["rxe", "siw"]
@@ -28,24 +36,53 @@ Backend = Literal["null", "ramdisk", "nvme"]
 ReadWrite = Literal["read", "write", "randread", "randwrite"]
 Role = Literal["initiator", "target"]
 
+# Practical ceilings: a matrix axis of more than 32 values, or more than 16
+# VMs on a 2-core machine, is a typo or a sweep (sanlab sweep), not a lab.
+MAX_AXIS = 32
+MAX_HOSTS = 16
+MAX_IODEPTH = 1024
+MAX_NUMJOBS = 64
+
 FABRICS: tuple[str, ...] = Fabric.__args__  # type: ignore[attr-defined]
 TRANSPORTS: tuple[str, ...] = Transport.__args__  # type: ignore[attr-defined]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 
 _SIZE_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}
-Size = Annotated[int, BeforeValidator(parse_size), WithJsonSchema(_SIZE_SCHEMA)]
-Seconds = Annotated[
-    float,
-    BeforeValidator(parse_duration),
-    WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}]}),
-]
+_SECONDS_SCHEMA = {"anyOf": [{"type": "number"}, {"type": "string"}]}
+BlockSize = Annotated[int, BeforeValidator(BLOCK_SIZE.check), WithJsonSchema(_SIZE_SCHEMA)]
+MemorySize = Annotated[int, BeforeValidator(HOST_MEMORY.check), WithJsonSchema(_SIZE_SCHEMA)]
+LunSize = Annotated[int, BeforeValidator(LUN_SIZE.check), WithJsonSchema(_SIZE_SCHEMA)]
+Runtime = Annotated[float, BeforeValidator(RUNTIME.check), WithJsonSchema(_SECONDS_SCHEMA)]
+Delay = Annotated[float, BeforeValidator(LINK_DELAY.check), WithJsonSchema(_SECONDS_SCHEMA)]
 BitsPerSecond = Annotated[float, BeforeValidator(parse_rate), WithJsonSchema({"type": "string"})]
 Percent = Annotated[
     float,
     BeforeValidator(parse_percent),
     WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}]}),
 ]
-HostName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")]
+_HOST_NAME = r"^[a-z][a-z0-9-]{0,30}$"
+# A label a person reads (a scenario's or workload's name): never a path, never a shell word.
+_LABEL = r"^[A-Za-z0-9][A-Za-z0-9 ._+-]{0,63}$"
+# A profile by name (models/profiles) or a path to a profile's .yaml file.
+_PROFILE = r"^([a-z0-9][a-z0-9._-]{0,63}|[^\x00-\x1f]{1,250}\.ya?ml)$"
+# What the iSCSI stacks accept in CHAP names and secrets, and what survives
+# open-iscsi's node records (key = value lines): printable ASCII without
+# white space, '#', '=', '"' or backslash.  Shell characters are allowed:
+# every value reaches a shell quoted.
+_CHAP = r"^[!$-<>-\[\]-~]+$"
+_TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
+# What each pattern means, for error messages.
+PATTERN_HINTS = {
+    _HOST_NAME: "lower-case letters, digits and '-', starting with a letter, at most 31",
+    _LABEL: "letters, digits, space and . _ + -, at most 64",
+    _PROFILE: "a profile name such as modern-100g, or a path ending in .yaml",
+    _CHAP: "printable ASCII without spaces, '#', '=', '\"' or backslash",
+    _TEXT_LINE: "one line of text",
+}
+HostName = Annotated[str, Field(pattern=_HOST_NAME)]
+Label = Annotated[str, Field(pattern=_LABEL)]
+ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
+ChapText = Annotated[str, Field(pattern=_CHAP)]
 
 
 def _yaml_null_is_null_device(value: Any) -> Any:
@@ -70,7 +107,7 @@ class Host(Strict):
     name: HostName
     role: Role
     cpus: int = Field(1, ge=1, le=16)
-    memory: Size = 1 << 30
+    memory: MemorySize = 1 << 30
 
 
 class Link(Strict):
@@ -81,7 +118,7 @@ class Link(Strict):
     fabric: Fabric = "eth"
     rdma_driver: RdmaDriver | None = None
     rate: BitsPerSecond | None = None
-    delay: Seconds = 0.0
+    delay: Delay = 0.0
     loss: Percent = 0.0
     mtu: int = Field(1500, ge=576, le=9000)
 
@@ -89,8 +126,9 @@ class Link(Strict):
 class Chap(Strict):
     """One-way CHAP credentials for iSCSI and iSER logins."""
 
-    username: str = Field(min_length=1)
-    password: str = Field(min_length=12, max_length=16)
+    username: Annotated[ChapText, Field(min_length=1, max_length=255)]
+    # RFC 3720 wants secrets of 12 bytes or more; initiators cap them at 16.
+    password: Annotated[ChapText, Field(min_length=12, max_length=16)]
 
 
 class Target(Strict):
@@ -102,7 +140,7 @@ class Target(Strict):
     transport: Transport
     link: HostName | None = None
     backstore: Annotated[Backstore, BeforeValidator(_yaml_null_is_null_device)] = "ramdisk"
-    size: Size = 64 << 20
+    size: LunSize = 64 << 20
     luns: int = Field(1, ge=1, le=16)
     header_digest: bool = False
     data_digest: bool = False
@@ -112,14 +150,26 @@ class Target(Strict):
 class Workload(Strict):
     """A fio matrix: every combination of rw x bs x iodepth x numjobs is a point."""
 
-    name: str | None = None
-    rw: Annotated[list[ReadWrite], BeforeValidator(_as_list), Field(min_length=1)]
-    bs: Annotated[list[Size], BeforeValidator(_as_list), Field(min_length=1)]
-    iodepth: Annotated[list[Annotated[int, Field(ge=1, le=4096)]], BeforeValidator(_as_list)] = [1]
-    numjobs: Annotated[list[Annotated[int, Field(ge=1, le=256)]], BeforeValidator(_as_list)] = [1]
-    runtime: Seconds = 10.0
+    name: Label | None = None
+    rw: Annotated[list[ReadWrite], BeforeValidator(_as_list), Field(min_length=1, max_length=4)]
+    bs: Annotated[list[BlockSize], BeforeValidator(_as_list), Field(min_length=1, max_length=MAX_AXIS)]
+    iodepth: Annotated[
+        list[Annotated[int, Field(ge=1, le=MAX_IODEPTH)]],
+        BeforeValidator(_as_list),
+        Field(min_length=1, max_length=MAX_AXIS),
+    ] = [1]
+    numjobs: Annotated[
+        list[Annotated[int, Field(ge=1, le=MAX_NUMJOBS)]],
+        BeforeValidator(_as_list),
+        Field(min_length=1, max_length=MAX_AXIS),
+    ] = [1]
+    runtime: Runtime = 10.0
     verify: Literal["crc32c", "off"] = "off"
-    transports: list[Transport] | None = None
+    # Bytes each fio job writes and reads back when verifying (default: 16m,
+    # or the target's size if smaller).  A verified run is bounded by size,
+    # not by runtime, so that every block written is read back and checked.
+    verify_size: LunSize | None = None
+    transports: Annotated[list[Transport], Field(min_length=1, max_length=5)] | None = None
 
 
 class Projection(Strict):
@@ -129,8 +179,8 @@ class Projection(Strict):
     the scenario's targets (transport).
     """
 
-    profile: str = "modern-100g"
-    label: str | None = None
+    profile: ProfileRef = "modern-100g"
+    label: Annotated[str, Field(max_length=80, pattern=_TEXT_LINE)] | None = None
     transport: Transport | None = None
     fabric: Fabric | None = None
     link_gbps: float | None = Field(None, gt=0, le=800)
@@ -145,14 +195,20 @@ class Projection(Strict):
 class Scenario(Strict):
     """A whole lab: hosts, links, targets, workloads, capture and projections."""
 
-    name: str | None = None
-    description: str = ""
-    hosts: list[Host] = []
-    links: list[Link] = []
-    targets: list[Target] = []
-    workloads: list[Workload] = []
+    name: Label | None = None
+    description: Annotated[str, Field(max_length=2000)] = ""
+    hosts: Annotated[list[Host], Field(max_length=MAX_HOSTS)] = []
+    links: Annotated[list[Link], Field(max_length=64)] = []
+    targets: Annotated[list[Target], Field(max_length=64)] = []
+    workloads: Annotated[list[Workload], Field(max_length=32)] = []
     capture: bool = False
-    projections: list[Projection] = []
+    projections: Annotated[list[Projection], Field(max_length=256)] = []
+
+    @model_validator(mode="after")
+    def _declares_something(self) -> Scenario:
+        if not (self.hosts or self.projections):
+            raise ValueError("declares neither hosts nor projections: nothing to run or project")
+        return self
 
 
 def schema_text() -> str:

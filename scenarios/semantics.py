@@ -11,8 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sanlab.scenarios.schema import Link, Scenario, Target
+from sanlab.scenarios.sizes import format_size
 
-RDMA_TRANSPORTS = frozenset({"iser", "srp", "nvme-rdma"})
+RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
+TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
+# Fabrics a TCP transport is modelled on: Ethernet, and iWARP NICs (which carry TCP too).
+TCP_FABRICS = ("eth", "iwarp")
 RDMA_FABRICS = frozenset({"roce", "iwarp", "ib"})
 DRIVER_FOR_FABRIC = {"roce": "rxe", "ib": "rxe", "iwarp": "siw"}
 STACK_TRANSPORTS = {
@@ -60,6 +64,7 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + link_problems
         + list(_targets(scenario, links_ok=not link_problems))
         + list(_workloads_and_projections(scenario))
+        + list(_sizes(scenario))
     )
 
 
@@ -171,6 +176,56 @@ def _iwarp_limits(where: str, target: Target, link: str) -> Iterator[tuple[str, 
         )
 
 
+# In-flight I/Os of one point: the block layer's and transports' queues
+# (nvme-tcp 128 per queue, open-iscsi 128 commands per session) stay well
+# below this, and it bounds the model's work at a few seconds a point.
+MAX_OUTSTANDING = 4096
+RAM_BACKSTORES = ("ramdisk", "file")  # the guest's root is RAM too, so a file lives in RAM
+
+
+def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """Sizes that are each fine alone but not together: RAM disks vs memory, blocks vs LUNs."""
+    memory = {h.name: h.memory for h in scenario.hosts}
+    for j, target in enumerate(scenario.targets):
+        held = target.size * target.luns
+        if target.backstore in RAM_BACKSTORES and target.host in memory and held > memory[target.host] // 2:
+            yield (
+                f"targets[{j}].size",
+                f"{format_size(target.size)} x {target.luns} LUN(s) of {target.backstore} is held in RAM, "
+                f"more than half of {target.host!r}'s memory ({format_size(memory[target.host])}); "
+                "use a smaller size, backstore: null, or more memory",
+            )
+        for i, workload in enumerate(scenario.workloads):
+            if workload.transports and target.transport not in workload.transports:
+                continue
+            for k, bs in enumerate(workload.bs):
+                if bs > target.size:
+                    yield (
+                        f"workloads[{i}].bs[{k}]",
+                        f"{format_size(bs)} is larger than targets[{j}]'s size ({format_size(target.size)})",
+                    )
+            if workload.verify_size and workload.verify_size > target.size:
+                yield (
+                    f"workloads[{i}].verify_size",
+                    f"{format_size(workload.verify_size)} is larger than targets[{j}]'s size "
+                    f"({format_size(target.size)})",
+                )
+    for i, workload in enumerate(scenario.workloads):
+        outstanding = max(workload.iodepth) * max(workload.numjobs)
+        if outstanding > MAX_OUTSTANDING:
+            yield (
+                f"workloads[{i}].iodepth",
+                f"iodepth {max(workload.iodepth)} x numjobs {max(workload.numjobs)} is {outstanding} I/Os "
+                f"in flight; at most {MAX_OUTSTANDING} (no initiator queues more)",
+            )
+        if workload.verify_size and workload.verify_size < max(workload.bs):
+            yield (
+                f"workloads[{i}].verify_size",
+                f"{format_size(workload.verify_size)} is smaller than the largest block "
+                f"({format_size(max(workload.bs))})",
+            )
+
+
 def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
     declared = {t.transport for t in scenario.targets}
     for i, workload in enumerate(scenario.workloads):
@@ -197,6 +252,12 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
                     f"{where}.target_stack",
                     f"{projection.target_stack!r} does not serve {transport!r} (use {serving})",
                 )
+        if transport in TCP_TRANSPORTS and projection.fabric and projection.fabric not in TCP_FABRICS:
+            yield (
+                f"{where}.fabric",
+                f"{transport!r} runs over TCP; {projection.fabric!r} is not modelled for it "
+                f"(use {' or '.join(TCP_FABRICS)})",
+            )
         if transport in RDMA_TRANSPORTS and projection.fabric == "eth":
             yield f"{where}.fabric", f"{transport!r} needs an RDMA fabric (use roce, iwarp or ib)"
         if transport == "srp" and projection.fabric == "iwarp":

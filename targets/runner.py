@@ -19,7 +19,7 @@ from typing import Protocol
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
-from sanlab.scenarios.semantics import link_name, rdma_driver, target_link
+from sanlab.scenarios.semantics import TCP_TRANSPORTS, link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import kernel_stacks
 from sanlab.targets.fio import FioJob, parse
@@ -27,7 +27,6 @@ from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
 
 Say = Callable[[str], None]
-TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
 
 
 @dataclass(frozen=True)

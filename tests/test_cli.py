@@ -83,7 +83,7 @@ def test_model_bad_size_is_named():
         "1",
     )
     assert result.exit_code == 1
-    assert "command line: workloads[0].bs[0]: '5q' is not a size" in result.output
+    assert "sanlab model: --bs: '5q' is not a size" in result.output
 
 
 def test_model_impossible_combination():
