@@ -22,7 +22,6 @@ from sanlab.scenarios.schema import Projection, Scenario
 from sanlab.scenarios.semantics import RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS, target_link
 
 
-
 @dataclass(frozen=True)
 class Job:
     """One point to project and the projection it came from (for labels)."""

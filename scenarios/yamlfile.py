@@ -53,9 +53,8 @@ def read_text(path: Path) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _refuse(
-            source, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
-        ) from None
+        bad = f"byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        raise _refuse(source, f"is not UTF-8 text ({bad}); save it as UTF-8") from None
     if "\x00" in text:
         raise _refuse(source, f"is not text (a NUL byte at offset {text.index(chr(0))})")
     return text
