@@ -15,7 +15,13 @@ from sanlab.scenarios.sizes import format_size
 @click.command()
 @click.argument("pcap", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print {'transport': ..., 'groups': [...]} only.")
-def analyze(pcap: Path, as_json: bool) -> None:
+@click.option(
+    "--decode-as",
+    multiple=True,
+    metavar="RULE",
+    help="Decode other ports, as tshark -d does: tcp.port==3262,iscsi (repeatable).",
+)
+def analyze(pcap: Path, as_json: bool, decode_as: tuple[str, ...]) -> None:
     """Turn a capture into per-I/O wire recipes and latencies.
 
     I/Os are grouped by (op, bytes); each group shows frames, captured bytes,
@@ -29,7 +35,7 @@ def analyze(pcap: Path, as_json: bool) -> None:
       sanlab analyze runs/smoke/roce.pcap --json
     """
     try:
-        result = run_analysis(pcap)
+        result = run_analysis(pcap, decode_as)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from sanlab.dissectors import plugins
+from sanlab.scenarios.errors import SanlabError
+from sanlab.validation import writable_dir
 
 
 @click.group()
@@ -32,7 +34,16 @@ def dissectors() -> None:
 )
 def install(destination: Path | None) -> None:
     """Copy the plugins into Wireshark's personal plugin folder."""
-    for path in plugins.install(destination):
+    try:
+        folder = writable_dir(destination or plugins.personal_plugin_dir(), "--to")
+        installed = plugins.install(folder)
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+    except OSError as exc:
+        raise click.ClickException(
+            f"--to {destination}: cannot copy the plugins there ({exc.strerror})"
+        ) from None
+    for path in installed:
         click.echo(f"installed {path}")
     click.echo("restart Wireshark (or reload Lua plugins: Analyze > Reload Lua Plugins) to use them")
 

@@ -13,7 +13,18 @@ import click
 
 from sanlab.emulator import images as guest_images
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import Lab, lab_names, labs_root, read_state, stop_lab
+from sanlab.emulator.lab import (
+    Lab,
+    check_lab_name,
+    lab_name,
+    lab_names,
+    labs_root,
+    live_agent_path,
+    new_run_dir,
+    read_state,
+    stop_lab,
+    vm_alive,
+)
 from sanlab.scenarios.errors import SanlabError
 from sanlab.validation import fail, load_checked
 
@@ -85,29 +96,26 @@ def lab() -> None:
 
 @lab.command("up")
 @click.argument("scenario", type=click.Path(path_type=Path))
-@click.option("--name", help="Lab name (default: the file's stem).")
+@click.option("--name", help="Lab name: a-z, 0-9 and '-' (default: from the file's name).")
 @click.option("--capture", is_flag=True, help="Write a pcap per link into the run directory.")
 def lab_up(scenario: Path, name: str | None, capture: bool) -> None:
     """Boot the hosts of SCENARIO and configure its links; they stay up."""
     try:
+        name = check_lab_name(name) if name is not None else lab_name(scenario.stem)
         loaded = load_checked(scenario)
-        name = name or scenario.stem
-        run_dir = labs_root() / name
-        if (run_dir / "state.json").exists():
-            raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for stale in run_dir.iterdir():
-            stale.unlink()
+        run_dir = new_run_dir(name)
         handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None)
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             handle.up(_say)
         except BaseException:
-            _say(f"lab {name}: bringing up failed; tearing down")
+            _say(f"lab {name}: bringing up failed or was interrupted; tearing down")
             handle.down()
             raise
     except SanlabError as exc:
         fail(exc)
+    except KeyboardInterrupt:
+        sys.exit(130)
     click.echo(f"lab {name} is up; run directory {run_dir}")
     click.echo(f"  sanlab lab exec {name} HOST -- CMD...   |   sanlab lab down {name}")
 
@@ -137,12 +145,9 @@ def lab_exec(name: str, host: str, command: tuple[str, ...], timeout: float) -> 
 
 def _agent(name: str, host: str) -> AgentClient:
     try:
-        hosts = read_state(name)["hosts"]
+        return AgentClient(live_agent_path(name, host), host)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
-    if host not in hosts:
-        raise click.ClickException(f"lab {name!r} has no host {host!r} (hosts: {', '.join(hosts)})")
-    return AgentClient(Path(hosts[host]["agent"]), host)
 
 
 @lab.command("console")
@@ -150,13 +155,16 @@ def _agent(name: str, host: str) -> AgentClient:
 @click.argument("host")
 def lab_console(name: str, host: str) -> None:
     """Attach to HOST's serial console (a root shell is not started; Ctrl-] leaves)."""
-    hosts = read_state(name)["hosts"]
-    if host not in hosts:
-        raise click.ClickException(f"lab {name!r} has no host {host!r} (hosts: {', '.join(hosts)})")
-    path = hosts[host]["console"]
+    try:
+        live_agent_path(name, host)
+        path = read_state(name)["hosts"][host]["console"]
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(path)
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (OSError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"lab {name!r}: cannot attach to {host!r}'s console ({exc})") from None
     click.echo(f"console of {host} ({path}); Ctrl-] to leave", err=True)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.connect(path)
 
     def pump() -> None:
         while data := sock.recv(4096):
@@ -172,15 +180,21 @@ def lab_console(name: str, host: str) -> None:
 
 @lab.command("list")
 def lab_list() -> None:
-    """Labs that are up, with their hosts and addresses."""
+    """Labs that are up, with their hosts and addresses; a VM that died is marked."""
     names = lab_names()
     if not names:
         click.echo("no labs are up")
     for name in names:
-        state = read_state(name)
-        hosts = ", ".join(f"{h} (pid {v['pid']})" for h, v in state["hosts"].items())
-        click.echo(f"{name}: {state['accel']}  {hosts}")
-        for where, address in state.get("addresses", {}).items():
+        try:
+            state = read_state(name)
+        except SanlabError as exc:
+            click.echo(f"{name}: unreadable ({exc})")
+            continue
+        hosts = ", ".join(
+            f"{h} (pid {v['pid']}{'' if vm_alive(name, v) else ', DOWN'})" for h, v in state["hosts"].items()
+        )
+        click.echo(f"{name}: {state.get('accel', '?')}  {hosts}")
+        for where, address in dict(state.get("addresses") or {}).items():
             click.echo(f"    {where}: {address}")
 
 
@@ -189,10 +203,11 @@ def lab_list() -> None:
 def lab_down(name: str) -> None:
     """Stop every VM of lab NAME (works from any shell); console logs stay."""
     try:
-        pids = stop_lab(name)
+        pids, dead = stop_lab(name)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
+    gone = f"; already down: {', '.join(dead)}" if dead else ""
     click.echo(
-        f"lab {name} is down (stopped {', '.join(map(str, pids)) or 'no running VMs'}); "
+        f"lab {name} is down (stopped {', '.join(map(str, pids)) or 'no running VMs'}{gone}); "
         f"logs in {labs_root() / name}"
     )

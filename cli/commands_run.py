@@ -13,9 +13,10 @@ from pathlib import Path
 import click
 
 from sanlab.emulator.images import build_image
-from sanlab.emulator.lab import Lab, running_lab
+from sanlab.emulator.lab import Lab, lab_name, running_lab
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.records import results_document, write_results
+from sanlab.scenarios.records import ResultRecord, RunJournal, claim_out_dir, results_document
+from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import runner
 from sanlab.validation import fail, load_checked
@@ -32,14 +33,17 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.command()
 @click.argument("scenario", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory (default: runs/NAME-TIME).")
+@click.option("--force", is_flag=True, help="Replace a previous sanlab run in --out (nothing else there).")
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
-def run(scenario: Path, out: Path | None, as_json: bool) -> None:
+def run(scenario: Path, out: Path | None, force: bool, as_json: bool) -> None:
     """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
 
     Writes results.json, the raw fio JSON, one pcap per link (when capture is
-    on) and console and kernel logs into the output directory.  IOPS are the
-    speed of software emulation on this machine, not of any hardware; use
-    'sanlab model' for projections.
+    on) and console and kernel logs into the output directory, which must be
+    new or empty.  results.json is rewritten after every point, so an
+    interrupted run keeps what it finished; its "run" section says whether
+    the run is complete.  IOPS are the speed of software emulation on this
+    machine, not of any hardware; use 'sanlab model' for projections.
 
     \b
     Example:
@@ -49,37 +53,57 @@ def run(scenario: Path, out: Path | None, as_json: bool) -> None:
         loaded = load_checked(scenario)
         if not loaded.targets:
             raise SanlabError(f"{scenario}: declares no targets: nothing to run (try 'sanlab lab up')")
-        out = out or Path("runs") / f"{scenario.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        out.mkdir(parents=True, exist_ok=True)
-        build_image(_say)
-        signal.signal(signal.SIGTERM, _interrupt)
-        name = f"run-{scenario.stem}-{os.getpid()}"
-        capture = out if loaded.capture else None
-        records = []
-        with running_lab(loaded, name, _say, capture, keep_logs=False) as lab:
-            try:
-                records = runner.run(loaded, lab.vms, lab.plan.addresses, out, _say, doctor=lab)
-            finally:
-                _collect_logs(lab, out)
+        planned = runner.planned_points(loaded)
+        if not planned:
+            raise SanlabError(f"{scenario}: no workload applies to any target: nothing to run")
+        out = out or Path("runs") / f"{lab_name(scenario.stem)}-{time.strftime('%Y%m%d-%H%M%S')}"
+        claim_out_dir(out, force)
+        journal = RunJournal(out / "results.json", loaded.name or scenario.stem, planned)
     except SanlabError as exc:
         fail(exc)
-    write_results(records, out / "results.json")
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        _run_matrix(loaded, scenario, out, journal)
+    except KeyboardInterrupt:
+        journal.finish("interrupted", f"{len(journal.records)} of {planned} points finished")
+        _say(f"interrupted: {len(journal.records)} of {planned} points are in {out / 'results.json'}")
+        sys.exit(130)
+    except SanlabError as exc:
+        journal.finish("failed", str(exc).splitlines()[0])
+        fail(exc)
+    journal.finish("complete")
+    _report(journal.records, out, as_json, loaded.capture)
+
+
+def _run_matrix(loaded: Scenario, scenario: Path, out: Path, journal: RunJournal) -> None:
+    build_image(_say)
+    name = lab_name(f"run-{scenario.stem}")[:24] + f"-{os.getpid()}"
+    capture = out if loaded.capture else None
+    with running_lab(loaded, name, _say, capture, keep_logs=False) as lab:
+        try:
+            runner.run(loaded, lab.vms, lab.plan.addresses, out, _say, doctor=lab, sink=journal)
+        finally:
+            _collect_logs(lab, out)
+
+
+def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: bool) -> None:
     failed = [r for r in records if r.error]
     if as_json:
         click.echo(json.dumps(results_document(records), indent=2))
     else:
         click.echo(
             f"{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
-            f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6}"
+            f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6} {'checked':>8}"
         )
         for r in records:
+            checked = format_size(r.verified_bytes) if r.verified_bytes else "-"
             click.echo(
                 f"{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
                 f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
-                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6}" + _error_note(r.error, r.note)
+                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6} {checked:>8}" + _error_note(r.error, r.note)
             )
         click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
-        click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if loaded.capture else ''})")
+        click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if captured else ''})")
     sys.exit(1 if failed else 0)
 
 

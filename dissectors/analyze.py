@@ -13,7 +13,9 @@ those frames, ACKs included - what the models' ``captured`` bytes predict.
 
 from __future__ import annotations
 
+import re
 import shutil
+import stat
 import statistics
 import subprocess
 from dataclasses import dataclass, field
@@ -21,11 +23,13 @@ from pathlib import Path
 
 from sanlab.dissectors.plugins import tshark_args
 from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.scenarios.ports import ISCSI_PORT, ISCSI_TCP_PORTS, NVME_PORT
 
 FIELDS = (
     "frame.number",
     "frame.time_epoch",
     "frame.len",
+    "frame.cap_len",
     "ip.src",
     "ip.dst",
     "tcp.len",
@@ -96,12 +100,7 @@ class Io:
     tag: str
     initiator: str
     frames: list[Frame] = field(default_factory=list)
-    done: bool = False
-
-    @property
-    def latency_us(self) -> float:
-        last = next(f for f in reversed(self.frames) if self.tag in f.responses)
-        return (last.time - self.frames[0].time) * 1e6
+    latency_us: float = 0.0  # first frame of the command to the frame completing the response
 
     @property
     def round_trips(self) -> int:
@@ -154,41 +153,82 @@ def _int(text: str) -> int:
     return int(text, 0) if text.startswith("0x") else int(text)
 
 
-def read_frames(pcap: Path) -> tuple[list[Frame], set[str]]:
+# Captures the analyser reads: its keys are IP addresses, so it needs IP frames.
+DECODE_AS = re.compile(r"^(tcp|udp)\.port==[0-9]{1,5},[a-z0-9_.-]{1,32}$")
+
+
+def _sanlab_ports() -> list[str]:
+    """Decode-as rules for the ports sanlab's own stacks use beyond the IANA ones."""
+    return [f"tcp.port=={port},iscsi" for port in ISCSI_TCP_PORTS if port != ISCSI_PORT]
+
+
+def _check_file(pcap: Path) -> None:
+    try:
+        info = pcap.stat()
+    except OSError as exc:
+        raise SanlabError(f"{pcap}: cannot read ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SanlabError(f"{pcap}: not a regular file (give a .pcap or .pcapng capture)")
+    if info.st_size == 0:
+        raise SanlabError(f"{pcap}: empty file, not a capture")
+
+
+def _tshark_error(stderr: str) -> str:
+    """tshark's complaint without its 'Running as user root' banner."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("Running as user")]
+    return " ".join(lines)[-400:] or "no reason given"
+
+
+def read_frames(pcap: Path, decode_as: tuple[str, ...] = ()) -> tuple[list[Frame], set[str]]:
     tshark = shutil.which("tshark")
     if tshark is None:
         raise ToolMissing("tshark", "install it with: apt-get install tshark")
-    if not pcap.is_file():
-        raise SanlabError(f"{pcap}: no such capture")
-    args = [
-        tshark,
-        *tshark_args(),
-        "-r",
-        str(pcap),
-        "-T",
-        "fields",
-        "-E",
-        "separator=\t",
-        "-E",
-        "occurrence=a",
-        "-E",
-        "aggregator=,",
-    ]
+    _check_file(pcap)
+    for rule in decode_as:
+        if not DECODE_AS.match(rule):
+            raise SanlabError(
+                f"--decode-as {rule!r}: use tcp.port==PORT,PROTOCOL (e.g. tcp.port==3262,iscsi)"
+            )
+    args = [tshark, *tshark_args(), "-r", str(pcap), "-T", "fields"]
+    args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
+    for rule in (*_sanlab_ports(), *decode_as):
+        args += ["-d", rule]
     for name in FIELDS:
         args += ["-e", name]
     run = subprocess.run(args, capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
-        raise SanlabError(f"tshark could not read {pcap}: {run.stderr.strip()[-400:]}")
+        raise SanlabError(f"{pcap}: tshark could not read it: {_tshark_error(run.stderr)}")
+    rows = [
+        dict(zip(FIELDS, (line.split("\t") + [""] * len(FIELDS))[: len(FIELDS)], strict=True))
+        for line in run.stdout.splitlines()
+    ]
+    _check_rows(pcap, rows)
     frames: list[Frame] = []
     seen: set[str] = set()
-    for line in run.stdout.splitlines():
-        row = dict(zip(FIELDS, (line.split("\t") + [""] * len(FIELDS))[: len(FIELDS)], strict=True))
-        if not row["ip.src"]:
-            continue
-        frames.append(_classify(row, seen))
+    for row in rows:
+        if row["ip.src"]:
+            frames.append(_classify(row, seen))
     if "nvme-rdma" in seen and "roce" in seen:
         _inline_capsules(pcap, frames)
     return frames, seen
+
+
+def _check_rows(pcap: Path, rows: list[dict[str, str]]) -> None:
+    """Refuse what would be misread: no IP frames at all, or frames cut short by a snaplen."""
+    if not rows:
+        raise SanlabError(f"{pcap}: holds no frames")
+    if not any(row["ip.src"] for row in rows):
+        raise SanlabError(
+            f"{pcap}: none of its {len(rows)} frames is IPv4; the analyser reads Ethernet "
+            "(or raw IP) captures of iSCSI, iSER, SRP and NVMe-oF"
+        )
+    cut = [row for row in rows if row["frame.cap_len"] and row["frame.cap_len"] != row["frame.len"]]
+    if cut:
+        raise SanlabError(
+            f"{pcap}: {len(cut)} of {len(rows)} frames were cut short when captured "
+            f"(snaplen {max(int(r['frame.cap_len']) for r in cut)} bytes); the analyser needs whole "
+            "frames: capture again without a snaplen"
+        )
 
 
 def _inline_capsules(pcap: Path, frames: list[Frame]) -> None:
@@ -372,7 +412,8 @@ def group_ios(frames: list[Frame]) -> tuple[list[Io], int]:
         members = [f for f in frames[start:stop] if {f.src, f.dst} == pair]
         if nbytes == 0:
             nbytes = sum(f.data_bytes for f in members)
-        ios.append(Io(op, nbytes, tag, frames[at].src, members, done=True))
+        latency = (frames[end].time - frames[start].time) * 1e6
+        ios.append(Io(op, nbytes, tag, frames[at].src, members, latency))
         spans.append((start, end))
     overlaps = sum(1 for a, b in zip(spans, spans[1:], strict=False) if b[0] <= a[1])
     return ios, overlaps
@@ -406,9 +447,15 @@ def summarise(ios: list[Io]) -> list[Group]:
 TRANSPORT_ORDER = ("srp", "iser", "nvme-rdma", "nvme-tcp", "iscsi")
 
 
-def analyze(pcap: Path) -> Analysis:
-    frames, seen = read_frames(pcap)
-    transport = next((t for t in TRANSPORT_ORDER if t in seen), "unknown")
+def analyze(pcap: Path, decode_as: tuple[str, ...] = ()) -> Analysis:
+    frames, seen = read_frames(pcap, decode_as)
+    transport = next((t for t in TRANSPORT_ORDER if t in seen), None)
+    if transport is None:
+        ports = ", ".join(str(p) for p in (*ISCSI_TCP_PORTS, NVME_PORT))
+        raise SanlabError(
+            f"{pcap}: no iSCSI, iSER, SRP or NVMe-oF traffic recognised (TCP ports {ports}, RoCE UDP "
+            "4791, iWARP); for other ports add --decode-as tcp.port==PORT,iscsi (or nvme-tcp)"
+        )
     fabric = "iwarp" if "iwarp" in seen else "roce" if "roce" in seen else "eth"
     ios, overlaps = group_ios(frames)
     return Analysis(transport, fabric, summarise(ios), overlaps)

@@ -12,6 +12,7 @@ import base64
 import json
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,10 +103,16 @@ class AgentClient:
                 raise AgentError(f"{self.host}: the agent connection closed (did the VM stop?)")
             self._buffer += chunk
 
-    def wait_ready(self, timeout: float) -> float:
-        """Ping until the guest answers; returns the guest's uptime in seconds."""
+    def wait_ready(self, timeout: float, alive: Callable[[], bool] = lambda: True) -> float:
+        """Ping until the guest answers; returns the guest's uptime in seconds.
+
+        ``alive`` is asked between pings: a VM that died (or was stopped
+        because the user pressed Ctrl-C) ends the wait at once.
+        """
         deadline = time.monotonic() + timeout
         while True:
+            if not alive():
+                raise AgentError(f"{self.host}: the VM stopped before its guest answered")
             left = deadline - time.monotonic()
             if left <= 0:
                 raise AgentError(f"{self.host}: the guest did not answer within {timeout:.0f} s")

@@ -11,10 +11,11 @@ success, on an exception, and on Ctrl-C.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import shutil
+import re
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,39 @@ from sanlab.scenarios.semantics import link_name, rdma_driver
 
 Say = Callable[[str], None]
 BOOT_TIMEOUT = 180.0
+# A lab's name is a name, never a path: it becomes one folder under labs_root().
+LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
+# Everything a lab writes into its run directory; nothing else there is ever removed.
+LAB_FILES = ("state.json", "state.tmp", "*.sock", "*.console.log", "*.qemu.log", "*.pcap")
+UNIX_PATH_MAX = 107
+
+
+def check_lab_name(name: str) -> str:
+    """``name`` if it is a lab name; otherwise a one-line error saying what is allowed."""
+    if not LAB_NAME.match(name):
+        raise SanlabError(
+            f"lab name {name!r} is not allowed (lower-case letters, digits and '-', "
+            "at most 31, not starting with '-')"
+        )
+    return name
+
+
+def lab_name(text: str) -> str:
+    """A lab name made from free text such as a file's stem: 'My Pair.v2' -> 'my-pair-v2'."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:31].rstrip("-")
+    return name or "lab"
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove what a lab wrote in ``run_dir`` (and the folder, once empty); nothing else."""
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return
+    for pattern in LAB_FILES:
+        for path in run_dir.glob(pattern):
+            if path.is_file() or path.is_socket():
+                path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        run_dir.rmdir()
 
 
 def labs_root() -> Path:
@@ -95,7 +129,19 @@ def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) 
                     rdma_driver=rdma_driver(link),
                 )
             )
+    _check_socket_paths(specs)
     return Plan(specs, interfaces, addresses)
+
+
+def _check_socket_paths(specs: dict[str, VmSpec]) -> None:
+    """QEMU's unix sockets fail on paths over 107 bytes: say so before anything boots."""
+    for spec in specs.values():
+        for nic in spec.nics:
+            if len(str(nic.local_socket)) > UNIX_PATH_MAX:
+                raise SanlabError(
+                    f"socket path {nic.local_socket} is over {UNIX_PATH_MAX} bytes: "
+                    "use shorter lab, link or host names (or a shorter XDG_RUNTIME_DIR)"
+                )
 
 
 @dataclass(frozen=True)
@@ -131,14 +177,20 @@ class Lab:
             vm.start()
             self.vms[spec.name] = vm
         self._write_state()
-        with ThreadPoolExecutor(len(self.vms)) as pool:
-            for vm, seconds in zip(
-                self.vms.values(),
-                pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values()),
-                strict=True,
-            ):
+        pool = ThreadPoolExecutor(len(self.vms))
+        try:
+            waits = pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values())
+            for vm, seconds in zip(self.vms.values(), waits, strict=True):
                 say(f"  {vm.name}: ready in {seconds:.1f} s")
             list(pool.map(self._configure, self.vms.values()))
+        except BaseException:
+            # Ctrl-C or a failed boot: stop the VMs now, so the threads still
+            # waiting for their guests see them gone and end at once.
+            for vm in self.vms.values():
+                vm.stop(grace=1.0)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
         say(f"lab {self.name}: links up ({', '.join(self._link_summary())})")
         self._write_state()
 
@@ -230,17 +282,66 @@ class Lab:
 
 
 def read_state(name: str) -> dict[str, Any]:
+    """A lab's state file, checked: a corrupt or partial one is an error that says so."""
+    check_lab_name(name)
     path = labs_root() / name / "state.json"
     try:
-        return dict(json.loads(path.read_text()))
+        state = json.loads(path.read_text())
     except OSError:
         known = ", ".join(sorted(lab_names())) or "none"
         raise SanlabError(f"no lab named {name!r} is up (labs up: {known})") from None
+    except ValueError:
+        raise SanlabError(f"{path}: not valid JSON; 'sanlab lab down {name}' clears it") from None
+    hosts = state.get("hosts") if isinstance(state, dict) else None
+    if not isinstance(hosts, dict) or not all(_host_entry_ok(h) for h in hosts.values()):
+        raise SanlabError(
+            f"{path}: incomplete lab state (no hosts with pid and agent); 'sanlab lab down {name}'"
+        )
+    return dict(state)
+
+
+def _host_entry_ok(entry: object) -> bool:
+    return (
+        isinstance(entry, dict) and isinstance(entry.get("pid"), int) and isinstance(entry.get("agent"), str)
+    )
 
 
 def lab_names() -> list[str]:
     root = labs_root()
     return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file()) if root.is_dir() else []
+
+
+def vm_alive(name: str, entry: dict[str, Any]) -> bool:
+    """Whether a lab host's qemu still runs (and is ours, not a recycled PID)."""
+    pid = entry.get("pid")
+    return isinstance(pid, int) and pid_alive(pid) and _is_our_qemu(pid, labs_root() / name)
+
+
+def live_agent_path(name: str, host: str) -> Path:
+    """The agent socket of a running host of lab ``name``; a dead VM is named, with its last words."""
+    hosts = read_state(name)["hosts"]
+    if host not in hosts:
+        raise SanlabError(f"lab {name!r} has no host {host!r} (hosts: {', '.join(hosts)})")
+    entry = hosts[host]
+    if not vm_alive(name, entry):
+        tail = _console_tail(entry)
+        raise SanlabError(
+            f"lab {name!r}: host {host!r} is down (its qemu, pid {entry['pid']}, is not running)"
+            + (f"; last console lines: {tail}" if tail else "")
+            + f"; 'sanlab lab down {name}' clears the lab"
+        )
+    return Path(entry["agent"])
+
+
+def _console_tail(entry: dict[str, Any], lines: int = 3) -> str:
+    path = entry.get("console_log")
+    if not isinstance(path, str):
+        return ""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
 
 
 def _is_our_qemu(pid: int, run_dir: Path) -> bool:
@@ -252,20 +353,32 @@ def _is_our_qemu(pid: int, run_dir: Path) -> bool:
     return "qemu" in cmdline and str(run_dir) in cmdline
 
 
-def stop_lab(name: str) -> list[int]:
-    """Tear a lab down from its state file; returns the PIDs that were stopped."""
-    state = read_state(name)
+def stop_lab(name: str) -> tuple[list[int], list[str]]:
+    """Tear a lab down from its state file: (PIDs stopped, hosts that were already down).
+
+    A corrupt state file is cleared too (with the lab's sockets), so that
+    ``lab down`` always leaves a clean slate; only processes proven to be
+    this lab's qemu are ever signalled.
+    """
+    check_lab_name(name)
     run_dir = labs_root() / name
-    stopped = []
-    for host in state["hosts"].values():
-        pid = host.get("pid")
-        if pid and pid_alive(pid) and _is_our_qemu(pid, run_dir):
-            stop_pid(pid)
-            stopped.append(pid)
+    try:
+        hosts = read_state(name)["hosts"]
+    except SanlabError:
+        if not (run_dir / "state.json").exists():
+            raise
+        hosts = {}
+    stopped, dead = [], []
+    for host, entry in hosts.items():
+        if vm_alive(name, entry):
+            stop_pid(entry["pid"])
+            stopped.append(entry["pid"])
+        else:
+            dead.append(host)
     for sock in run_dir.glob("*.sock"):
         sock.unlink(missing_ok=True)
     (run_dir / "state.json").unlink(missing_ok=True)
-    return stopped
+    return stopped, dead
 
 
 @contextmanager
@@ -277,10 +390,7 @@ def running_lab(
     Without ``keep_logs`` the run directory goes too (the caller has copied
     what it wants from it).
     """
-    run_dir = labs_root() / name
-    if (run_dir / "state.json").exists():
-        raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
-    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir = new_run_dir(name)
     lab = Lab(scenario, name, run_dir, capture_dir)
     try:
         lab.up(say)
@@ -288,4 +398,15 @@ def running_lab(
     finally:
         lab.down()
         if not keep_logs:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            clear_run_dir(run_dir)
+
+
+def new_run_dir(name: str) -> Path:
+    """The run directory of a lab about to start: refused if that lab is up, cleared of its
+    own leftovers (old console logs) otherwise."""
+    run_dir = labs_root() / check_lab_name(name)
+    if (run_dir / "state.json").exists():
+        raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
+    clear_run_dir(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir

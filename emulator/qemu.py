@@ -146,11 +146,14 @@ class Vm:
         """Wait until the agent answers; a failed boot shows the last console lines."""
         started = time.monotonic()
         try:
-            self.agent.wait_ready(timeout)
+            self.agent.wait_ready(timeout, alive=self.running)
         except AgentError as exc:
             raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
         self.boot_seconds = time.monotonic() - started
         return self.boot_seconds
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def diagnosis(self) -> str:
         parts = []

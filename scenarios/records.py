@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from sanlab.scenarios.errors import SanlabError
 
 
 class ResultRecord(BaseModel):
@@ -40,6 +44,9 @@ class ResultRecord(BaseModel):
     cpu_target_pct: float | None = None
     cpu_initiator_pct: float | None = None
     verify: Literal["pass", "fail", "off"] = "off"
+    # Bytes fio read back and checked against their crc32c headers; a
+    # ``pass`` means every byte the job covered was among them.
+    verified_bytes: int | None = None
     # Projection-only figures (None for emulation).
     profile: str | None = None
     wire_gbps: float | None = None
@@ -54,20 +61,126 @@ class ResultRecord(BaseModel):
     note: str | None = None
 
 
-def results_document(records: list[ResultRecord]) -> dict[str, list[dict[str, object]]]:
-    """The on-disk and ``--json`` form: ``{"results": [records]}``."""
-    return {"results": [r.model_dump(mode="json") for r in records]}
+def results_document(records: list[ResultRecord], run: dict[str, object] | None = None) -> dict[str, object]:
+    """The on-disk and ``--json`` form: ``{"run": {...}, "results": [records]}``."""
+    document: dict[str, object] = {"run": run} if run is not None else {}
+    document["results"] = [r.model_dump(mode="json") for r in records]
+    return document
 
 
-def write_results(records: list[ResultRecord], path: Path) -> None:
-    """Write results atomically: a crash never leaves a half-written results.json."""
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, with the mode a plain write would give it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".results-", suffix=".json", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
     try:
         with os.fdopen(fd, "w") as handle:
-            json.dump(results_document(records), handle, indent=2)
-            handle.write("\n")
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_results(records: list[ResultRecord], path: Path, run: dict[str, object] | None = None) -> None:
+    """Write results atomically: a crash never leaves a half-written results.json."""
+    write_atomically(path, json.dumps(results_document(records, run), indent=2) + "\n")
+
+
+class RunJournal:
+    """A run's results.json, rewritten (atomically) after every point, so none is lost.
+
+    ``run.status`` says how far it got: ``running`` while points are still
+    coming, then ``complete``, ``failed`` (the run itself stopped on an
+    error) or ``interrupted`` (Ctrl-C or SIGTERM): a reader always knows
+    whether the list is whole.
+    """
+
+    def __init__(self, path: Path, scenario: str, planned: int):
+        self.path = path
+        self.records: list[ResultRecord] = []
+        self.run: dict[str, object] = {
+            "scenario": scenario,
+            "status": "running",
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "planned_points": planned,
+        }
+        self._write()
+
+    def add(self, record: ResultRecord) -> None:
+        self.records.append(record)
+        self._write()
+
+    def drop_last(self, count: int) -> None:
+        """Withdraw the last ``count`` records (a target about to be run again replaces them)."""
+        if count:
+            del self.records[-count:]
+            self._write()
+
+    def finish(self, status: Literal["complete", "failed", "interrupted"], detail: str = "") -> None:
+        self.run["status"] = status
+        self.run["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        if detail:
+            self.run["detail"] = detail
+        self._write()
+
+    def _write(self) -> None:
+        write_results(self.records, self.path, self.run)
+
+
+# What ``sanlab run`` writes into its --out folder, and so all it may ever remove there.
+RUN_FILES = ("results.json",)
+RUN_DIRS = ("fio", "logs")
+RUN_PATTERNS = ("*.pcap", ".results-*.json")
+
+
+def _ours(entry: Path) -> bool:
+    if entry.is_symlink():
+        return False
+    if entry.is_dir():
+        return entry.name in RUN_DIRS
+    return entry.name in RUN_FILES or any(entry.match(p) for p in RUN_PATTERNS)
+
+
+def claim_out_dir(out: Path, force: bool) -> None:
+    """Make ``out`` an empty folder for one run, so two runs never mix.
+
+    A folder that already holds anything is refused.  With ``force`` a
+    previous run's outputs are removed, but only when every entry is one
+    that sanlab run writes: nothing it did not create is ever deleted.
+    """
+    if out.exists() and not out.is_dir():
+        raise SanlabError(f"--out {out}: exists and is not a directory")
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    if entries and not force:
+        shown = ", ".join(e.name for e in entries[:4]) + (" ..." if len(entries) > 4 else "")
+        raise SanlabError(
+            f"--out {out}: is not empty ({shown}); give a new folder, "
+            "or --force to replace the previous sanlab run there"
+        )
+    foreign = [e.name for e in entries if not _ours(e)]
+    if foreign:
+        raise SanlabError(
+            f"--out {out}: holds files sanlab run did not write ({', '.join(foreign[:4])}); "
+            "it will not delete them: give another folder"
+        )
+    for entry in entries:
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SanlabError(f"--out {out}: cannot create it ({exc.strerror})") from None

@@ -204,11 +204,12 @@ def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
                         f"workloads[{i}].bs[{k}]",
                         f"{format_size(bs)} is larger than targets[{j}]'s size ({format_size(target.size)})",
                     )
-            if workload.verify_size and workload.verify_size > target.size:
+            jobs = max(workload.numjobs)
+            if workload.verify_size and workload.verify_size * jobs > target.size:
                 yield (
                     f"workloads[{i}].verify_size",
-                    f"{format_size(workload.verify_size)} is larger than targets[{j}]'s size "
-                    f"({format_size(target.size)})",
+                    f"{jobs} job(s) of {format_size(workload.verify_size)} each do not fit in "
+                    f"targets[{j}]'s size ({format_size(target.size)})",
                 )
     for i, workload in enumerate(scenario.workloads):
         outstanding = max(workload.iodepth) * max(workload.numjobs)

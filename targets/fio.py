@@ -1,19 +1,27 @@
-"""fio on the initiator: the command for one matrix point, and its JSON read back.
+"""fio on the initiator: the command for one matrix point, its JSON read back, and its verdict.
 
 Runs are direct I/O through libaio on the block device the transport gave
-us.  With verify, every block carries a crc32c header: a write workload
-writes and then reads everything back; a read workload first fills the
-range with verifiable data and then reads it.  The raw ``json+`` output is
-kept next to the record it becomes.
+us.  A measured run is bounded by time.  A *verified* run is bounded by
+size instead: each job writes its own region (``verify_size`` bytes at
+``offset_increment``) and then reads every block back and checks its
+crc32c header; a read workload first fills the regions with verifiable
+data and then reads them, checking each block as it arrives.  A runtime
+would cut the read-back short, and a run that checked nothing must never
+say ``pass``: the verdict counts the bytes fio actually read back and
+checked (``verified_bytes``) against the bytes the job covered.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.sizes import format_size
+
+Verdict = Literal["pass", "fail", "off"]
+DEFAULT_VERIFY_SIZE = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -25,47 +33,56 @@ class FioJob:
     numjobs: int
     runtime_s: float
     verify: bool
-    size: str = "16m"
+    verify_size: int = DEFAULT_VERIFY_SIZE  # bytes per job, when verifying
 
-    def argv(self, name: str = "sanlab") -> list[str]:
-        args = [
+    def _common(self, name: str) -> list[str]:
+        return [
             "fio",
             f"--name={name}",
             f"--filename={self.device}",
             "--direct=1",
             "--ioengine=libaio",
-            f"--rw={self.rw}",
             f"--bs={self.bs}",
+        ]
+
+    def _regions(self) -> list[str]:
+        """Each job its own region, so no job overwrites blocks another will verify."""
+        return [f"--size={self.verify_size}", f"--offset_increment={self.verify_size}"]
+
+    def argv(self, name: str = "sanlab") -> list[str]:
+        args = self._common(name) + [
+            f"--rw={self.rw}",
             f"--iodepth={self.iodepth}",
             f"--numjobs={self.numjobs}",
             "--group_reporting",
             "--output-format=json+",
-            f"--size={self.size}",
-            f"--runtime={max(1, round(self.runtime_s))}",
         ]
         if self.verify:
-            # Verify every block written; a time-based run would stop before reading back.
-            args += ["--verify=crc32c", "--do_verify=1", "--verify_fatal=1", "--verify_backlog=0"]
-        else:
-            args += ["--time_based=1"]
-        return args
+            # Bounded by size, never by runtime: every block written is read back.
+            return args + self._regions() + ["--verify=crc32c", "--do_verify=1", "--verify_fatal=1"]
+        return args + [
+            f"--size={self.verify_size}",
+            f"--runtime={max(1, round(self.runtime_s))}",
+            "--time_based=1",
+        ]
 
     def fill_argv(self) -> list[str]:
-        """For a verified read: write the range first, with verify headers."""
-        return [
-            "fio",
-            "--name=fill",
-            f"--filename={self.device}",
-            "--direct=1",
-            "--ioengine=libaio",
+        """For a verified read: write each job's region first, with verify headers."""
+        return self._common("fill") + [
             "--rw=write",
-            f"--bs={self.bs}",
             "--iodepth=8",
-            f"--size={self.size}",
+            f"--numjobs={self.numjobs}",
+            *self._regions(),
             "--verify=crc32c",
             "--do_verify=0",
             "--output-format=json",
         ]
+
+    @property
+    def covered_bytes(self) -> int:
+        """What a verified run must read back and check: every job's whole region."""
+        usable = self.verify_size - self.verify_size % self.bs
+        return usable * self.numjobs
 
 
 @dataclass(frozen=True)
@@ -75,6 +92,8 @@ class FioResult:
     lat_mean_us: float
     lat_p99_us: float
     error: int
+    read_bytes: int
+    written_bytes: int
     raw: dict[str, Any]
 
 
@@ -82,34 +101,59 @@ def parse(output: str, rw: str) -> FioResult:
     """The figures of a group-reported fio json+ run, for the workload's direction.
 
     A verified write run also reads everything back; those reads are the
-    check, not the workload, so only the direction ``rw`` names is counted.
+    check, not the workload, so only the direction ``rw`` names is counted
+    in IOPS and latency.  Both directions' byte counts are kept: the reads
+    of a verified run are what it checked.
     """
     start = output.find("{")
     try:
-        doc = json.loads(output[start:])
-        job = doc["jobs"][0]
-    except (ValueError, KeyError, IndexError):
+        doc = json.loads(output[start:]) if start >= 0 else None
+        job = doc["jobs"][0]  # type: ignore[index]
+    except (ValueError, KeyError, IndexError, TypeError):
         raise SanlabError(f"fio printed no JSON result: {output[:300]!r}") from None
-    iops = bw = 0.0
-    lat_mean = lat_p99 = 0.0
-    weight = 0.0
-    for direction in ("read",) if "read" in rw else ("write",):
-        part = job.get(direction) or {}
-        n = float(part.get("iops", 0.0))
-        if n <= 0:
-            continue
-        iops += n
-        bw += float(part.get("bw", 0.0)) / 1024  # KiB/s -> MiB/s
-        lat = part.get("lat_ns", {})
-        lat_mean += n * float(lat.get("mean", 0.0)) / 1000
-        pct = part.get("clat_ns", {}).get("percentile", {})
-        lat_p99 = max(lat_p99, float(pct.get("99.000000", 0.0)) / 1000)
-        weight += n
+    part = job.get("read" if "read" in rw else "write") or {}
+    iops = float(part.get("iops", 0.0))
+    pct = part.get("clat_ns", {}).get("percentile", {})
     return FioResult(
         iops=iops,
-        bw_mibps=bw,
-        lat_mean_us=lat_mean / weight if weight else 0.0,
-        lat_p99_us=lat_p99,
+        bw_mibps=float(part.get("bw", 0.0)) / 1024 if iops > 0 else 0.0,  # KiB/s -> MiB/s
+        lat_mean_us=float(part.get("lat_ns", {}).get("mean", 0.0)) / 1000 if iops > 0 else 0.0,
+        lat_p99_us=float(pct.get("99.000000", 0.0)) / 1000 if iops > 0 else 0.0,
         error=int(job.get("error", 0)),
+        read_bytes=int((job.get("read") or {}).get("io_bytes", 0)),
+        written_bytes=int((job.get("write") or {}).get("io_bytes", 0)),
         raw=doc,
     )
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a run proved: its verdict, the bytes it checked, and why it is not a pass."""
+
+    verify: Verdict
+    verified_bytes: int | None
+    problem: str | None
+
+
+def judge(job: FioJob, exit_code: int, result: FioResult) -> Check:
+    """``pass`` only when fio read back and checked every byte the job covered, without error."""
+    if exit_code != 0 or result.error != 0:
+        problem = f"fio exit {exit_code}, error {result.error}"
+        return Check("fail" if job.verify else "off", result.read_bytes if job.verify else None, problem)
+    if not job.verify:
+        return Check("off", None, None)
+    checked, wanted = result.read_bytes, job.covered_bytes
+    if "write" in job.rw and result.written_bytes < wanted:
+        return Check(
+            "fail",
+            checked,
+            f"fio wrote {format_size(result.written_bytes)} of the {format_size(wanted)} it was to verify",
+        )
+    if checked < wanted or checked == 0:
+        return Check(
+            "fail",
+            checked,
+            f"fio read back and checked {checked} of {wanted} bytes ({format_size(wanted)}): "
+            "verification was cut short",
+        )
+    return Check("pass", checked, None)

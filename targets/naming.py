@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from sanlab.scenarios.ports import ISCSI_PORT, NVME_PORT, SRP_PORT, TGT_TCP_PORT
+
 IQN_PREFIX = "iqn.2026-11.org.sanlab"
 NQN_PREFIX = "nqn.2026-11.org.sanlab"
-ISCSI_PORT = 3260
-NVME_PORT = 4420
-SRP_PORT = 5555
-TGT_TCP_PORT = 3261  # tgtd's TCP portal, moved off 3260 so its iSER listener can have it
+
+__all__ = ["ISCSI_PORT", "NVME_PORT", "SRP_PORT", "TGT_TCP_PORT", "iqn", "nqn"]
 
 
 def iqn(name: str) -> str:

@@ -22,11 +22,14 @@ from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.semantics import TCP_TRANSPORTS, link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import kernel_stacks
-from sanlab.targets.fio import FioJob, parse
+from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse
 from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
 
 Say = Callable[[str], None]
+# A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
+# written and read back takes about 15 s; this is the limit for a stuck one.
+VERIFIED_RUN_TIMEOUT = 900.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,11 @@ def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
             continue
         for rw, bs, qd, nj in itertools.product(workload.rw, workload.bs, workload.iodepth, workload.numjobs):
             yield Point(target, name, workload, rw, bs, qd, nj)
+
+
+def planned_points(scenario: Scenario) -> int:
+    """How many points a run of ``scenario`` will record."""
+    return sum(len(list(points(scenario, t, target_name(t, i)))) for i, t in enumerate(scenario.targets))
 
 
 def wiring(
@@ -100,6 +108,22 @@ class LinkState(Protocol):
     def detail(self) -> str: ...
 
 
+class Sink(Protocol):
+    """Where finished points go as they finish (a run's journal), so an interrupted run loses none."""
+
+    def add(self, record: ResultRecord) -> None: ...
+
+    def drop_last(self, count: int) -> None: ...
+
+
+class _Discard:
+    def add(self, record: ResultRecord) -> None:
+        pass
+
+    def drop_last(self, count: int) -> None:
+        pass
+
+
 class LinkDoctor(Protocol):
     """Whoever owns the links: can tell whether one still carries packets, and restart it."""
 
@@ -115,14 +139,17 @@ def run(
     out: Path,
     say: Say = lambda m: None,
     doctor: LinkDoctor | None = None,
+    sink: Sink | None = None,
 ) -> list[ResultRecord]:
     """Every target's points, in order.  When a target fails, ``doctor`` checks its link.
 
     A link that no longer answers pings is the emulator's fault, not the
     stack's: the doctor restarts it and, if it answers again, the target is
     run once more and its records say so in ``note``.  A target that fails
-    on a healthy link is not retried.
+    on a healthy link is not retried.  Each point goes to ``sink`` as soon
+    as it is done; a rerun withdraws the first attempt's points from it.
     """
+    sink = sink or _Discard()
     raw_dir = out / "fio"
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
@@ -143,10 +170,14 @@ def run(
             "link_gbps": rate,
             "mtu": mtu,
         }
-        run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total)
+        run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total, sink)
         attempt = run_target()
         if doctor is not None and any(r.error for r in attempt):
-            attempt = _consult(doctor, wire.link, name, attempt, run_target, say)
+            withdraw = partial(sink.drop_last, len(attempt))
+            attempt = _consult(doctor, wire.link, name, attempt, run_target, say, withdraw)
+            sink.drop_last(len(attempt))  # the same points again, now with the link's findings
+            for record in attempt:
+                sink.add(record)
         records.extend(attempt)
         done += len(cells)
     return records
@@ -162,6 +193,7 @@ def _run_target(
     say: Say,
     done: int,
     total: int,
+    sink: Sink,
 ) -> list[ResultRecord]:
     """Export, run every point, take down; a failure becomes the error of the points it hit."""
     records: list[ResultRecord] = []
@@ -171,6 +203,7 @@ def _run_target(
             for p in cells:
                 rec = _run_point(p, devices[0], wire, raw_dir, base)
                 records.append(rec)
+                sink.add(rec)
                 outcome = (
                     f"{rec.iops:.0f} IOPS (emulated), verify {rec.verify}"
                     if rec.error is None
@@ -182,6 +215,7 @@ def _run_target(
         for p in cells[len(records) :]:
             verify = "fail" if p.workload.verify != "off" else "off"
             records.append(_record(base, p, error=error, verify=verify))
+            sink.add(records[-1])
         say(f"{name}: FAILED: {error}")
     return records
 
@@ -199,8 +233,13 @@ def _consult(
     attempt: list[ResultRecord],
     rerun: Callable[[], list[ResultRecord]],
     say: Say,
+    withdraw: Callable[[], None],
 ) -> list[ResultRecord]:
-    """A target failed: was it the cable?  Restart a stalled one and ``rerun`` the target once."""
+    """A target failed: was it the cable?  Restart a stalled one and ``rerun`` the target once.
+
+    ``withdraw`` is called just before a rerun, to take the first attempt's
+    points back from wherever they were already recorded.
+    """
     try:
         health = doctor.check_link(link)
         if health.ok:
@@ -215,6 +254,7 @@ def _consult(
         ]
     say(f"{name}: link {link} answers again; running {name} once more")
     note = f"first attempt failed on a stalled link {link} ({health.detail}): {_first_error(attempt)}"
+    withdraw()  # the first attempt's points give way to the rerun's
     return [r.model_copy(update={"note": note}) for r in rerun()]
 
 
@@ -236,16 +276,29 @@ def _record(base: dict[str, object], p: Point, **figures: object) -> ResultRecor
     return ResultRecord.model_validate(base | point | figures)
 
 
+def verify_size(p: Point) -> int:
+    """Bytes each fio job writes and checks: the workload's ``verify_size``, else 16 MiB or
+    the job's share of the LUN, in whole blocks."""
+    size = p.workload.verify_size or min(DEFAULT_VERIFY_SIZE, p.target.size // p.numjobs)
+    return size - size % p.bs
+
+
 def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
     verify = p.workload.verify != "off"
-    job = FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify)
+    size = verify_size(p)
+    if size < p.bs:
+        return _record(
+            base, p, error=f"{p.target.size} bytes cannot hold {p.numjobs} jobs of {p.bs}-byte blocks"
+        )
+    job = FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, size)
     initiator, target = wire.initiator_host, wire.target_host
     if verify and "read" in p.rw:
-        filled = initiator.run(job.fill_argv(), timeout=600)
+        filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)
         if not filled.ok:
             return _record(base, p, error=f"fio fill failed: {filled.stderr.strip()[-300:]}", verify="fail")
     before = _cpu_sample(initiator), _cpu_sample(target)
-    result = initiator.run(job.argv(), timeout=p.workload.runtime + 600)
+    timeout = VERIFIED_RUN_TIMEOUT if verify else p.workload.runtime + 600
+    result = initiator.run(job.argv(), timeout=timeout)
     after = _cpu_sample(initiator), _cpu_sample(target)
     stem = p.label.replace(" ", "_")
     (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")
@@ -254,9 +307,10 @@ def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[st
     except SanlabError as exc:
         detail = f"{exc}; fio stderr: {result.stderr.strip()[-300:]}"
         return _record(base, p, error=detail, verify="fail" if verify else "off")
-    failed = result.rc != 0 or fio.error != 0
-    problem = f"fio exit {result.rc}, error {fio.error}: {result.stderr.strip()[-300:]}"
-    if failed:
+    check = judge(job, result.rc, fio)
+    problem = check.problem
+    if problem and (result.rc != 0 or fio.error != 0):
+        problem += f": {result.stderr.strip()[-300:]}"
         problem += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
         problem += _stuck_tasks(initiator, target)
     return _record(
@@ -268,6 +322,7 @@ def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[st
         lat_p99_us=round(fio.lat_p99_us, 1),
         cpu_initiator_pct=_busy_pct(before[0], after[0]),
         cpu_target_pct=_busy_pct(before[1], after[1]),
-        verify=("fail" if failed else "pass") if verify else "off",
-        error=problem if failed else None,
+        verify=check.verify,
+        verified_bytes=check.verified_bytes,
+        error=problem,
     )

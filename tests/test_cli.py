@@ -109,7 +109,7 @@ def test_model_impossible_combination():
 
 def test_analyze_names_a_missing_capture(tmp_path):
     result = invoke("analyze", str(tmp_path / "x.pcap"))
-    assert result.exit_code == 1 and "x.pcap: no such capture" in result.output
+    assert result.exit_code == 1 and "x.pcap: cannot read (No such file or directory)" in result.output
 
 
 def test_run_refuses_a_bad_scenario_before_booting(tmp_path):
