@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE = re.compile(r"^\s*([0-9]{1,15})\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE | re.ASCII)
+_SIZE = re.compile(r"^\s*([0-9]{1,20})\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE | re.ASCII)
 SIZE_HINT = "use 512, 4k, 64k, 1m"
 
 

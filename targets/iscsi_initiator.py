@@ -6,6 +6,8 @@ ours, then the SCSI disks under that session in sysfs.
 
 from __future__ import annotations
 
+import shlex
+
 from sanlab.targets.host import Host, sh, wait_for_devices
 from sanlab.targets.lio import Chap
 
@@ -51,8 +53,8 @@ def login(
     if chap:
         lines += [
             f"{node} -o update -n node.session.auth.authmethod -v CHAP",
-            f"{node} -o update -n node.session.auth.username -v {chap.username}",
-            f"{node} -o update -n node.session.auth.password -v {chap.password}",
+            f"{node} -o update -n node.session.auth.username -v {shlex.quote(chap.username)}",
+            f"{node} -o update -n node.session.auth.password -v {shlex.quote(chap.password)}",
         ]
     lines.append(f"{node} --login")
     sh(host, "\n".join(lines), f"iSCSI login to {iqn} at {portal} ({iface})", timeout=180)

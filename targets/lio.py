@@ -9,6 +9,7 @@ is gone in 6.1).  The layout follows blktests' tests/srp/rc.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from sanlab.targets.backstores import Backing
@@ -90,9 +91,10 @@ def start_iscsi(
     ]
     if chap:
         # printf, not echo: LIO keeps a trailing newline as part of the secret.
+        auth = f"{tpg}/acls/{initiator_iqn}/auth"
         lines += [
-            f"printf %s '{chap.username}' > {tpg}/acls/{initiator_iqn}/auth/userid",
-            f"printf %s '{chap.password}' > {tpg}/acls/{initiator_iqn}/auth/password",
+            f"printf %s {shlex.quote(chap.username)} > {auth}/userid",
+            f"printf %s {shlex.quote(chap.password)} > {auth}/password",
             f"echo 1 > {tpg}/attrib/authentication",
         ]
     else:

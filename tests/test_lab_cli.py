@@ -63,3 +63,134 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
     assert not list((labs_root() / "test-cli").glob("*.sock"))
     assert (labs_root() / "test-cli" / "initiator.console.log").exists()
     shutil.rmtree(labs_root() / "test-cli")
+
+
+@pytest.mark.parametrize("name", ["", "/tmp", "../x", "a/b", "-x", "UPPER", "x" * 40, "a b", "$(id)"])
+def test_a_lab_name_is_a_name_never_a_path(tmp_path, name):
+    """The path of an existing folder as --name: refused, and its files untouched."""
+    keep = tmp_path / "precious"
+    keep.mkdir()
+    for i in range(5):
+        (keep / f"file{i}").write_text("mine")
+    given = str(keep) if name == "/tmp" else name
+    result = sanlab("lab", "up", str(SCENARIOS / "pair-rxe.yaml"), "--name", given, timeout=60)
+    assert result.returncode == 1 and "is not allowed" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.name for p in keep.iterdir()) == [f"file{i}" for i in range(5)]
+
+
+def test_a_lab_name_is_made_from_an_odd_file_name(tmp_path):
+    from sanlab.emulator.lab import lab_name
+
+    assert lab_name("My Pair.v2") == "my-pair-v2" and lab_name("...") == "lab"
+    assert lab_name("x" * 80) == "x" * 31
+
+
+def _fake_lab(monkeypatch, tmp_path, name: str, state: str) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    run_dir = labs_root() / name
+    run_dir.mkdir(parents=True)
+    (run_dir / "state.json").write_text(state)
+    (run_dir / "initiator.console.log").write_text("boot\nlast words of the guest\n")
+
+
+CORRUPT_STATES = ["{not json", "", "[]", '{"hosts": 3}', '{"hosts": {"initiator": {"pid": "x"}}}']
+
+
+@pytest.mark.parametrize("state", CORRUPT_STATES)
+def test_a_corrupt_state_file_is_an_error_not_a_traceback(monkeypatch, tmp_path, state):
+    _fake_lab(monkeypatch, tmp_path, "broken", state)
+    for args in (["list"], ["exec", "broken", "initiator", "--", "true"], ["console", "nosuch", "initiator"]):
+        result = sanlab("lab", *args, timeout=30)
+        assert "Traceback" not in result.stderr, (args, result.stderr)
+        assert result.returncode in (0, 1) and (result.returncode == 0) == (args == ["list"])
+    down = sanlab("lab", "down", "broken", timeout=30)
+    assert down.returncode == 0 and not (labs_root() / "broken" / "state.json").exists()
+
+
+def test_a_dead_vm_is_named_at_once(monkeypatch, tmp_path):
+    """A state file whose qemu is gone (PID 1 is never our qemu): exec fails fast and says so."""
+    state = {
+        "name": "ghost",
+        "accel": "tcg",
+        "hosts": {
+            "initiator": {
+                "pid": 1,
+                "agent": str(tmp_path / "a.sock"),
+                "console": str(tmp_path / "c.sock"),
+                "console_log": str(tmp_path / "sanlab-labs" / "ghost" / "initiator.console.log"),
+            }
+        },
+    }
+    _fake_lab(monkeypatch, tmp_path, "ghost", __import__("json").dumps(state))
+    ran = sanlab("lab", "exec", "ghost", "initiator", "--", "true", timeout=10)
+    assert ran.returncode == 1 and "host 'initiator' is down" in ran.stderr
+    assert "last words of the guest" in ran.stderr
+    assert "DOWN" in sanlab("lab", "list", timeout=10).stdout
+    down = sanlab("lab", "down", "ghost", timeout=10)
+    assert down.returncode == 0 and "already down: initiator" in down.stdout
+
+
+@pytest.mark.vm
+def test_ctrl_c_during_lab_up_stops_at_once(guest_image):
+    import signal
+    import time
+
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sanlab",
+            "lab",
+            "up",
+            str(SCENARIOS / "pair-rxe.yaml"),
+            "--name",
+            "test-sigint",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (labs_root() / "test-sigint" / "state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    sent = time.monotonic()
+    up.send_signal(signal.SIGINT)
+    up.communicate(timeout=60)
+    assert time.monotonic() - sent < 6, "Ctrl-C waited for the boot"
+    assert up.returncode != 0
+    left = subprocess.run(["pgrep", "-f", "labs/test-sigint"], capture_output=True, text=True)
+    assert left.stdout == ""
+    sanlab("lab", "down", "test-sigint", timeout=30)
+
+
+@pytest.mark.vm
+def test_a_killed_vm_is_reported_and_bash_process_substitution_works(guest_image):
+    up = sanlab("lab", "up", str(SCENARIOS / "pair-rxe.yaml"), "--name", "test-kill")
+    try:
+        assert up.returncode == 0, up.stderr
+        subst = sanlab(
+            "lab",
+            "exec",
+            "test-kill",
+            "initiator",
+            "--",
+            "bash",
+            "-c",
+            "diff <(echo a) <(echo a) && echo same",
+        )
+        assert subst.returncode == 0 and subst.stdout.strip() == "same", subst.stderr
+        state = __import__("json").loads((labs_root() / "test-kill" / "state.json").read_text())
+        __import__("os").kill(state["hosts"]["target"]["pid"], 9)
+        import time
+
+        started = time.monotonic()
+        dead = sanlab("lab", "exec", "test-kill", "target", "--", "true", timeout=60)
+        assert time.monotonic() - started < 10
+        assert dead.returncode == 1 and "host 'target' is down" in dead.stderr
+        assert "target (pid" in sanlab("lab", "list").stdout and "DOWN" in sanlab("lab", "list").stdout
+    finally:
+        down = sanlab("lab", "down", "test-kill")
+    assert down.returncode == 0 and "already down: target" in down.stdout
+    shutil.rmtree(labs_root() / "test-kill", ignore_errors=True)

@@ -1,7 +1,9 @@
 """`sanlab run scenarios/smoke.yaml`: every transport x soft-RDMA combination, verified.
 
 One boot of two VMs under TCG; each combination runs short fio jobs with
-crc32c verification against the real kernel (or tgt) target.
+crc32c verification against the real kernel (or tgt) target.  A ``pass``
+must have read back and checked every byte the job wrote: the records say
+how many (``verified_bytes``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pytest
 from support import REPO
 
 pytestmark = pytest.mark.vm
+# What smoke.yaml's workloads write and read back per job (verify_size).
+VERIFIED = {"randwrite": 8 << 20, "randread": 4 << 20}
 
 EXPECTED = {
     ("iscsi", "lio", "eth", None),
@@ -59,9 +63,32 @@ def test_every_combination_reports_iops_with_verify_pass(smoke):
     for r in records:
         assert r["mode"] == "emulated"
         assert r["iops"] > 0 and r["verify"] == "pass", r
+        assert r["verified_bytes"] == VERIFIED[r["rw"]] * r["numjobs"], r
         if r["note"]:  # a target that was run again after its link stalled: pass, but be seen
             warnings.warn(f"{r['target_stack']} {r['transport']} {r['fabric']}: {r['note']}", stacklevel=1)
-    assert json.loads((out / "results.json").read_text())["results"] == records
+    document = json.loads((out / "results.json").read_text())
+    assert document["results"] == records
+    assert document["run"]["status"] == "complete" and document["run"]["planned_points"] == len(records)
+
+
+def test_a_rerun_into_the_same_folder_is_refused_before_booting(smoke):
+    out, _ = smoke
+    before = (out / "results.json").read_bytes()
+    again = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", "scenarios/smoke.yaml", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert again.returncode == 1 and "is not empty" in again.stderr
+    assert (out / "results.json").read_bytes() == before
+
+
+def test_output_files_have_one_mode(smoke):
+    out, _ = smoke
+    modes = {p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
+    assert len(modes) == 1, modes
 
 
 def test_pcaps_logs_and_raw_fio_are_written(smoke):
@@ -70,7 +97,7 @@ def test_pcaps_logs_and_raw_fio_are_written(smoke):
         pcap = out / f"{link}.pcap"
         assert pcap.stat().st_size > 10_000
         assert pcap.read_bytes()[:4] in (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4")
-    assert len(list((out / "fio").glob("*.json"))) == 16
+    assert len(list((out / "fio").glob("*.json"))) == 24
     assert (out / "logs" / "target.dmesg").read_text()
 
 
