@@ -10,6 +10,7 @@ from sanlab.commands_dissect import dissectors
 from sanlab.commands_lab import images, lab
 from sanlab.commands_model import calibrate, model
 from sanlab.commands_run import run
+from sanlab.commands_sweep import sweep
 from sanlab.validation import validate
 
 
@@ -27,5 +28,5 @@ def cli() -> None:
     """
 
 
-for command in (validate, model, calibrate, run, lab, analyze, images, dissectors):
+for command in (validate, model, calibrate, sweep, run, lab, analyze, images, dissectors):
     cli.add_command(command)

@@ -44,6 +44,7 @@ class Point:
     header_digest: bool = False
     data_digest: bool = False
     sessions: int | None = None
+    cores: int | None = None  # per host, in place of the profile's (a what-if: more or fewer cores)
 
     @property
     def outstanding(self) -> int:
@@ -113,6 +114,18 @@ def max_transfer(point: Point, prof: Profile) -> int:
     return DEFAULT_MAX_TRANSFER.get(point.transport, DEFAULT_MAX_TRANSFER_NVME)
 
 
+def with_cores(profile: Profile, cores: int | None) -> Profile:
+    """The profile's machine with ``cores`` cores on each host (the same CPUs, more or fewer)."""
+    if not cores:
+        return profile
+    return profile.model_copy(
+        update={
+            "initiator": profile.initiator.model_copy(update={"cores": cores}),
+            "target": profile.target.model_copy(update={"cores": cores}),
+        }
+    )
+
+
 def build(point: Point, profile: Profile | None = None) -> Network:
     """The stations one I/O of ``point`` visits, with their demands in microseconds.
 
@@ -120,7 +133,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     into ``split`` requests that travel concurrently; the network then models
     one such request and the results are divided back by ``split``.
     """
-    prof = profile or load_profile(point.profile)
+    prof = with_cores(profile or load_profile(point.profile), point.cores)
     limit = max_transfer(point, prof)
     if point.bs > limit:
         split = -(-point.bs // limit)

@@ -91,6 +91,7 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                             target_stack=projection.target_stack,
                             backend=projection.backend,
                             sessions=projection.sessions,
+                            cores=projection.cores,
                             header_digest=projection.header_digest,
                             data_digest=projection.data_digest,
                         ),

@@ -193,6 +193,7 @@ class Projection(Strict):
     target_stack: Stack | None = None
     backend: Annotated[Backend | None, BeforeValidator(_yaml_null_is_null_device)] = None
     sessions: int | None = Field(None, ge=1, le=256)
+    cores: int | None = Field(None, ge=1, le=512)  # per host, in place of the profile's
     header_digest: bool = False
     data_digest: bool = False
 

@@ -107,8 +107,8 @@ def parse(output: str, rw: str) -> FioResult:
     """
     start = output.find("{")
     try:
-        doc = json.loads(output[start:]) if start >= 0 else None
-        job = doc["jobs"][0]  # type: ignore[index]
+        doc: dict[str, Any] = json.loads(output[start:]) if start >= 0 else {}
+        job = doc["jobs"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         raise SanlabError(f"fio printed no JSON result: {output[:300]!r}") from None
     part = job.get("read" if "read" in rw else "write") or {}

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from sanlab import __version__
 from sanlab.main import cli
 
-COMMANDS = ["validate", "model", "calibrate", "run", "lab", "analyze", "images", "dissectors"]
+COMMANDS = ["validate", "model", "calibrate", "sweep", "run", "lab", "analyze", "images", "dissectors"]
 
 
 def invoke(*args: str):

@@ -151,7 +151,9 @@ def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     data["targets"] = [
         {"name": "nvme-tcp", "host": "target", "stack": "nvmet", "transport": "nvme-tcp", "size": "32m"}
     ]
-    data["workloads"] = [{"rw": "randwrite", "bs": "4k", "iodepth": 1, "runtime": "1s", "verify": "crc32c"}]
+    data["workloads"] = [
+        {"rw": "randwrite", "bs": "4k", "iodepth": 1, "verify": "crc32c", "verify_size": "1m"}
+    ]
     scenario = parse_scenario(data, f"pair-{driver}.yaml")
     lab.vms["initiator"].run("ip link set dev fabric down", timeout=30).check()
     heard: list[str] = []

@@ -1,0 +1,117 @@
+"""``sanlab sweep``: a grid of projections, on this machine's cores or a Dask cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from sanlab.models.sweep import expand, load_spec
+from sanlab.models.sweep_run import Progress, run_sweep
+from sanlab.scenarios.errors import SanlabError
+from sanlab.validation import fail
+
+
+@click.command()
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option(
+    "--out", type=click.Path(path_type=Path), required=True, help="Folder for the tables and chart."
+)
+@click.option("--workers", type=click.IntRange(1, 512), help="Local Dask workers (default: one per core).")
+@click.option("--scheduler", metavar="ADDRESS", help="A running Dask scheduler, e.g. tcp://10.0.0.5:8786.")
+@click.option("--serial", is_flag=True, help="No Dask: one point after another in this process.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary, goals and front as JSON only.")
+def sweep(
+    spec: Path, out: Path, workers: int | None, scheduler: str | None, serial: bool, as_json: bool
+) -> None:
+    """Project every point of the grid in SPEC; write tables, goals, Pareto front and a chart.
+
+    SPEC has axes: (options of 'sanlab model', each with a list of values),
+    fixed: (single values), goals: ('iops >= 2e6', 'lat_p99_us <= 100'),
+    and optionally pareto: ({iops: max, link_gbps: min}), solver: (auto, sim
+    or mva) and seed:.  Each point is seeded from its own coordinates, so
+    serial and parallel runs give identical tables.  Interrupted?  Run the
+    same command again: finished points are kept in OUT and not recomputed.
+
+    \b
+    Example:
+      sanlab sweep scenarios/sweeps/two-million.yaml --out runs/sweep
+      sanlab sweep spec.yaml --out runs/sweep --scheduler tcp://127.0.0.1:8786
+    """
+    chosen = [
+        name for name, on in (("--workers", workers), ("--scheduler", scheduler), ("--serial", serial)) if on
+    ]
+    if len(chosen) > 1:
+        raise click.UsageError(f"give one of --workers, --scheduler, --serial (got {', '.join(chosen)})")
+    try:
+        grid = expand(load_spec(spec))
+        if not grid.points:
+            raise SanlabError(f"{spec}: no valid point in the grid ({_skips(grid.skipped)})")
+        if not as_json:
+            _say(
+                f"{len(grid.points):,} points" + (f"; skipped {_skips(grid.skipped)}" if grid.skipped else "")
+            )
+        outcome = run_sweep(grid, out, scheduler, 0 if serial else workers, None if as_json else _progress())
+    except SanlabError as exc:
+        fail(exc)
+    except KeyboardInterrupt:
+        _say(f"interrupted: finished points are kept in {out}; run the same command to resume")
+        sys.exit(130)
+    if as_json:
+        document: dict[str, Any] = json.loads((out / "summary.json").read_text())
+        document["pareto"] = outcome.pareto
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo(
+        f"{len(outcome.rows):,} points ({outcome.computed:,} computed, {outcome.reused:,} reused) "
+        f"in {outcome.seconds:.1f} s; solvers: "
+        + ", ".join(f"{s} {sum(1 for r in outcome.rows if r['solver'] == s):,}" for s in ("mva", "sim"))
+    )
+    click.echo(
+        f"goals met by {outcome.goals_met:,} points; Pareto front of those: {len(outcome.pareto)} points"
+    )
+    for row in outcome.pareto[:10]:
+        click.echo("  " + _describe(row))
+    click.echo(f"written to {out}/ ({', '.join(outcome.files)}) - projections of the model, not measurements")
+
+
+def _describe(row: dict[str, Any]) -> str:
+    setup = f"{row['transport']} {row['fabric']} {row['link_gbps']:g}G"
+    shape = f"{row['rw']} {row['bs']} qd{row['iodepth']} j{row['numjobs']}"
+    extra = " ".join(f"{k}={row[k]}" for k in ("cores", "sessions", "profile") if row.get(k) is not None)
+    p99 = f", p99 {row['lat_p99_us']:.0f} us" if row.get("lat_p99_us") else ""
+    return f"{setup} {shape} {extra}: {row['iops']:,.0f} IOPS{p99} [{row['bottleneck']}, {row['solver']}]"
+
+
+def _skips(skipped: dict[str, int]) -> str:
+    return "; ".join(f"{n} x {reason}" for reason, n in skipped.items()) or "none"
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _progress() -> Progress:
+    """A bar on a terminal; otherwise a line at every tenth, so logs show progress too."""
+    shown = {"tenth": -1, "seen": 0}
+    bars: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if sys.stderr.isatty():
+            if not bars:
+                bars.append(click.progressbar(length=total, label="projecting", file=sys.stderr))
+                bars[0].__enter__()
+            bars[0].update(done - shown["seen"])
+            shown["seen"] = done
+            if done == total:
+                bars[0].__exit__(None, None, None)
+            return
+        tenth = done * 10 // max(total, 1)
+        if tenth != shown["tenth"]:
+            shown["tenth"] = tenth
+            _say(f"  {done:,}/{total:,} points")
+
+    return update

@@ -1,0 +1,251 @@
+"""Running a sweep: serially or on Dask, journalled so that an interrupted sweep resumes.
+
+Rows are appended to ``DIR/points.jsonl`` as batches finish (one JSON
+object a line, flushed), next to ``DIR/sweep.json`` which records the spec.
+Run the same spec into the same folder again and only the missing points
+are computed; a different spec there is refused, so two sweeps never mix.
+When every point is in, the tables and the chart are written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
+from sanlab.models.sweep_goals import meeting, pareto_front
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.records import ResultRecord, write_atomically
+
+Progress = Callable[[int, int], None]
+JOURNAL = "points.jsonl"
+SPEC = "sweep.json"
+# Rows in one worker task: enough work that scheduling is a small part of it.
+BATCH = {"sim": 8, "mva": 200, "auto": 50}
+
+
+@dataclass
+class Outcome:
+    rows: list[dict[str, Any]]
+    computed: int
+    reused: int
+    seconds: float
+    files: list[str] = field(default_factory=list)
+    goals_met: int = 0
+    pareto: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Journal:
+    """The sweep folder: its spec, and the rows finished so far."""
+
+    def __init__(self, out: Path, grid: Grid):
+        self.out = out
+        self.path = out / JOURNAL
+        spec = grid.spec.model_dump(mode="json")
+        self.fingerprint = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+        self._claim(spec)
+
+    def _claim(self, spec: dict[str, Any]) -> None:
+        try:
+            self.out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SanlabError(f"--out {self.out}: cannot create it ({exc.strerror})") from None
+        marker = self.out / SPEC
+        if marker.exists():
+            try:
+                held = json.loads(marker.read_text()).get("fingerprint")
+            except (OSError, ValueError, AttributeError):
+                held = None
+            if held != self.fingerprint:
+                raise SanlabError(
+                    f"--out {self.out}: holds a sweep of another spec; give a new folder "
+                    "(a sweep resumes only into the folder of the same spec)"
+                )
+        elif any(self.out.iterdir()):
+            raise SanlabError(f"--out {self.out}: is not empty and holds no sweep; give a new folder")
+        else:
+            write_atomically(marker, json.dumps({"fingerprint": self.fingerprint, "spec": spec}, indent=2))
+
+    def done(self) -> dict[str, dict[str, Any]]:
+        """Rows already computed, by key (a line torn by a crash is ignored)."""
+        rows: dict[str, dict[str, Any]] = {}
+        if not self.path.exists():
+            return rows
+        for line in self.path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                row = json.loads(line)
+                rows[row["key"]] = row
+        return rows
+
+    @contextlib.contextmanager
+    def appending(self) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+        with open(self.path, "a") as handle:
+
+            def add(rows: list[dict[str, Any]]) -> None:
+                handle.write("".join(json.dumps(r) + "\n" for r in rows))
+                handle.flush()
+                os.fsync(handle.fileno())
+
+            yield add
+
+
+def run_sweep(
+    grid: Grid,
+    out: Path,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Progress | None = None,
+) -> Outcome:
+    """Compute what the journal lacks (serially when ``workers`` is 0), then write the outputs."""
+    started = time.monotonic()
+    journal = Journal(out, grid)
+    have = journal.done()
+    todo = [p for p in grid.points if p.key not in have]
+    report = progress or (lambda done, total: None)
+    report(len(grid.points) - len(todo), len(grid.points))
+    with journal.appending() as add:
+        batches = list(chunks(todo, BATCH[grid.spec.solver]))
+        finished = len(grid.points) - len(todo)
+        for rows in _solve(batches, grid, scheduler, workers):
+            add(rows)
+            for row in rows:
+                have[row["key"]] = row
+            finished += len(rows)
+            report(finished, len(grid.points))
+    rows = [have[p.key] for p in grid.points]  # grid order, whatever order they finished in
+    outcome = Outcome(rows, len(todo), len(grid.points) - len(todo), time.monotonic() - started)
+    _write_outputs(grid, out, outcome)
+    return outcome
+
+
+def _solve(
+    batches: list[list[SweepPoint]], grid: Grid, scheduler: str | None, workers: int | None
+) -> Iterator[list[dict[str, Any]]]:
+    solver, p99 = grid.spec.solver, grid.needs_p99
+    if not batches:
+        return
+    if workers == 0 and scheduler is None:
+        for batch in batches:
+            yield solve_many(batch, solver, p99)
+        return
+    yield from _on_dask(batches, solver, p99, scheduler, workers)
+
+
+def _on_dask(
+    batches: list[list[SweepPoint]], solver: str, p99: bool, scheduler: str | None, workers: int | None
+) -> Iterator[list[dict[str, Any]]]:
+    """Batches as Dask tasks, on the user's cluster or on a LocalCluster of this machine's cores."""
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    with contextlib.ExitStack() as stack:
+        if scheduler:
+            try:
+                client = stack.enter_context(Client(scheduler, timeout="20s"))
+            except (OSError, TimeoutError) as exc:
+                raise SanlabError(
+                    f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})"
+                ) from None
+        else:
+            n = workers or os.cpu_count() or 1
+            cluster = stack.enter_context(
+                LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            )
+            client = stack.enter_context(Client(cluster))
+        futures = client.map(solve_many, batches, solver=solver, needs_p99=p99, pure=False)
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            client.cancel(futures)
+
+
+COLUMNS = [*KEYS, *(f for f in ResultRecord.model_fields if f not in KEYS and f != "iops_ci95")]
+COLUMNS += ["iops_ci95_low", "iops_ci95_high", "solver", "key"]
+
+
+def _write_outputs(grid: Grid, out: Path, outcome: Outcome) -> None:
+    rows = outcome.rows
+    goals = meeting(rows, grid.goals)
+    front = pareto_front(goals, grid.spec.pareto)
+    table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows])
+    pq.write_table(table, out / "results.parquet")
+    for name, selection in (("results.csv", rows), ("goals.csv", goals), ("pareto.csv", front)):
+        _write_csv(out / name, selection)
+    _chart(rows, front, grid.spec.pareto, out / "pareto.png")
+    summary = {
+        "points": len(rows),
+        "computed": outcome.computed,
+        "reused": outcome.reused,
+        "skipped": grid.skipped,
+        "solvers": {s: sum(1 for r in rows if r["solver"] == s) for s in ("mva", "sim")},
+        "goals": [str(g) for g in grid.goals],
+        "goals_met": len(goals),
+        "pareto_objectives": grid.spec.pareto,
+        "pareto_points": len(front),
+        "seconds": round(outcome.seconds, 2),
+    }
+    write_atomically(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    outcome.goals_met, outcome.pareto = len(goals), front
+    outcome.files = [
+        "results.parquet",
+        "results.csv",
+        "goals.csv",
+        "pareto.csv",
+        "pareto.png",
+        "summary.json",
+    ]
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with open(path, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _chart(
+    rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: Mapping[str, str], path: Path
+) -> None:
+    """The first two Pareto objectives, every point by transport, the front ringed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    axes = [m for m in objectives if any(isinstance(r.get(m), (int, float)) for r in rows)][:2]
+    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    if len(axes) == 2:
+        x, y = axes[1], axes[0]
+        for transport in sorted({r["transport"] for r in rows}):
+            mine = [
+                r
+                for r in rows
+                if r["transport"] == transport and r.get(x) is not None and r.get(y) is not None
+            ]
+            ax.scatter([r[x] for r in mine], [r[y] for r in mine], s=14, alpha=0.6, label=transport)
+        ax.scatter(
+            [r[x] for r in front],
+            [r[y] for r in front],
+            s=70,
+            facecolors="none",
+            edgecolors="black",
+            label="Pareto front",
+        )
+        ax.set_xlabel(f"{x} ({objectives[x]})")
+        ax.set_ylabel(f"{y} ({objectives[y]})")
+        ax.legend(fontsize=8)
+    ax.set_title(f"sanlab sweep: {len(rows)} projected points (model, not measured)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
