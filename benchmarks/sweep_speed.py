@@ -26,15 +26,17 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def grid(points: int) -> dict:
-    """A realistic what-if grid: 5 transports x link rates x cores x depth x jobs x sizes x rw."""
+    """A realistic what-if grid: 5 transports x 2 link rates x 5 core counts x 5 depths x 5 job
+    counts x 2 sizes x read/write x 2 MTUs = 10,000 points."""
     axes = {
         "transport": ["iscsi", "iser", "srp", "nvme-tcp", "nvme-rdma"],
         "link_gbps": [25, 100],
         "cores": [4, 8, 16, 32, 64],
         "iodepth": [1, 4, 16, 32, 64],
-        "numjobs": [1, 4, 8, 16],
+        "numjobs": [1, 2, 4, 8, 16],
         "bs": ["4k", "64k"],
         "rw": ["randread", "randwrite"],
+        "mtu": [1500, 9000],
     }
     total = 1
     for values in axes.values():

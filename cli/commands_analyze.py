@@ -7,9 +7,12 @@ from pathlib import Path
 
 import click
 
+from sanlab.dissectors import pictures
+from sanlab.dissectors.analyze import Analysis
 from sanlab.dissectors.analyze import analyze as run_analysis
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.sizes import format_size
+from sanlab.validation import writable_dir
 
 
 @click.command()
@@ -21,7 +24,26 @@ from sanlab.scenarios.sizes import format_size
     metavar="RULE",
     help="Decode other ports, as tshark -d does: tcp.port==3262,iscsi (repeatable).",
 )
-def analyze(pcap: Path, as_json: bool, decode_as: tuple[str, ...]) -> None:
+@click.option(
+    "--ladder",
+    type=click.Path(path_type=Path),
+    metavar="FILE.svg",
+    help="Draw one I/O as a ladder diagram (SVG, and PNG beside it).",
+)
+@click.option(
+    "--io", "io_index", type=click.IntRange(0), default=0, show_default=True, help="Which I/O to draw."
+)
+@click.option(
+    "--latency", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw latency per operation."
+)
+def analyze(
+    pcap: Path,
+    as_json: bool,
+    decode_as: tuple[str, ...],
+    ladder: Path | None,
+    io_index: int,
+    latency: Path | None,
+) -> None:
     """Turn a capture into per-I/O wire recipes and latencies.
 
     I/Os are grouped by (op, bytes); each group shows frames, captured bytes,
@@ -35,7 +57,15 @@ def analyze(pcap: Path, as_json: bool, decode_as: tuple[str, ...]) -> None:
       sanlab analyze runs/smoke/roce.pcap --json
     """
     try:
+        for picture in (p for p in (ladder, latency) if p is not None):
+            writable_dir(picture.parent, "--ladder" if picture == ladder else "--latency")
         result = run_analysis(pcap, decode_as)
+        if ladder is not None:
+            _draw_ladder(result, io_index, ladder)
+        if latency is not None:
+            pictures.latency_chart(
+                result.ios, latency, f"{pcap.name}: {result.transport} over {result.fabric}"
+            )
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
@@ -55,3 +85,20 @@ def analyze(pcap: Path, as_json: bool, decode_as: tuple[str, ...]) -> None:
             f"{g.wire_bytes_per_io:>8.0f} {g.ack_frames_per_io:>5.2f} {g.round_trips_per_io:>4.1f} "
             f"{g.lat_mean_us:>8.0f} {g.lat_p99_us:>8.0f}"
         )
+
+
+def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:
+    if not result.ios:
+        raise SanlabError("no complete read or write I/O in the capture to draw")
+    if index >= len(result.ios):
+        raise SanlabError(
+            f"--io {index}: the capture has {len(result.ios)} I/Os (0 to {len(result.ios) - 1})"
+        )
+    io = result.ios[index]
+    png = svg.with_suffix(".png")
+    drawn = pictures.ladder(io, svg, png)
+    click.echo(
+        f"ladder of I/O {index} ({io.op} {io.nbytes:,} B, {len(io.frames)} frames in {len(drawn)} arrows): "
+        f"{svg}, {png}",
+        err=True,
+    )

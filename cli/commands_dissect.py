@@ -48,6 +48,17 @@ def install(destination: Path | None) -> None:
     click.echo("restart Wireshark (or reload Lua plugins: Analyze > Reload Lua Plugins) to use them")
 
 
+@dissectors.command("args")
+def args() -> None:
+    """Print the -X arguments that make tshark or wireshark load the plugins for one run.
+
+    \b
+    Example:
+      tshark $(sanlab dissectors args) -r capture.pcap
+    """
+    click.echo(" ".join(plugins.tshark_args()))
+
+
 @dissectors.command("path")
 def path() -> None:
     """Print the folder that holds the plugins."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import (
     Lab,
     check_lab_name,
+    follow_capture,
     lab_name,
     lab_names,
     labs_root,
@@ -98,13 +100,14 @@ def lab() -> None:
 @click.argument("scenario", type=click.Path(path_type=Path))
 @click.option("--name", help="Lab name: a-z, 0-9 and '-' (default: from the file's name).")
 @click.option("--capture", is_flag=True, help="Write a pcap per link into the run directory.")
-def lab_up(scenario: Path, name: str | None, capture: bool) -> None:
+@click.option("--snaplen", type=click.IntRange(64, 65535), help="Keep only this many bytes of each frame.")
+def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None) -> None:
     """Boot the hosts of SCENARIO and configure its links; they stay up."""
     try:
         name = check_lab_name(name) if name is not None else lab_name(scenario.stem)
         loaded = load_checked(scenario)
         run_dir = new_run_dir(name)
-        handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None)
+        handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None, snaplen)
         signal.signal(signal.SIGTERM, _interrupt)
         try:
             handle.up(_say)
@@ -176,6 +179,37 @@ def lab_console(name: str, host: str) -> None:
             break
         sock.sendall(data)
     sock.close()
+
+
+@lab.command("capture")
+@click.argument("name")
+@click.argument("link")
+def lab_capture(name: str, link: str) -> None:
+    """Stream LINK's packets as pcap on stdout, live, for Wireshark or tshark.
+
+    The lab must have been brought up with --capture.  The stream starts
+    with everything captured so far and follows until the lab goes down
+    (or Ctrl-C).
+
+    \b
+    Example:
+      sanlab lab capture pair-rxe fabric | wireshark $(sanlab dissectors args) -k -i -
+      sanlab lab capture pair-rxe fabric | tshark $(sanlab dissectors args) -i -
+    """
+    if sys.stdout.isatty():
+        raise click.ClickException("stdout is a terminal: pipe it into wireshark -k -i - or tshark -i -")
+    out = sys.stdout.buffer
+    try:
+        for chunk in follow_capture(name, link):
+            out.write(chunk)
+            out.flush()
+    except SanlabError as exc:
+        raise click.ClickException(str(exc)) from None
+    except (BrokenPipeError, KeyboardInterrupt):
+        # The reader left (or Ctrl-C): point stdout at /dev/null so the final flush is quiet.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)
 
 
 @lab.command("list")

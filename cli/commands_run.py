@@ -34,8 +34,13 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.argument("scenario", type=click.Path(path_type=Path))
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory (default: runs/NAME-TIME).")
 @click.option("--force", is_flag=True, help="Replace a previous sanlab run in --out (nothing else there).")
+@click.option(
+    "--snaplen",
+    type=click.IntRange(64, 65535),
+    help="Keep only this many bytes of each captured frame (headers, not data: smaller pcaps).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
-def run(scenario: Path, out: Path | None, force: bool, as_json: bool) -> None:
+def run(scenario: Path, out: Path | None, force: bool, snaplen: int | None, as_json: bool) -> None:
     """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
 
     Writes results.json, the raw fio JSON, one pcap per link (when capture is
@@ -63,7 +68,7 @@ def run(scenario: Path, out: Path | None, force: bool, as_json: bool) -> None:
         fail(exc)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _run_matrix(loaded, scenario, out, journal)
+        _run_matrix(loaded, scenario, out, journal, snaplen)
     except KeyboardInterrupt:
         journal.finish("interrupted", f"{len(journal.records)} of {planned} points finished")
         _say(f"interrupted: {len(journal.records)} of {planned} points are in {out / 'results.json'}")
@@ -75,11 +80,13 @@ def run(scenario: Path, out: Path | None, force: bool, as_json: bool) -> None:
     _report(journal.records, out, as_json, loaded.capture)
 
 
-def _run_matrix(loaded: Scenario, scenario: Path, out: Path, journal: RunJournal) -> None:
+def _run_matrix(
+    loaded: Scenario, scenario: Path, out: Path, journal: RunJournal, snaplen: int | None
+) -> None:
     build_image(_say)
     name = lab_name(f"run-{scenario.stem}")[:24] + f"-{os.getpid()}"
     capture = out if loaded.capture else None
-    with running_lab(loaded, name, _say, capture, keep_logs=False) as lab:
+    with running_lab(loaded, name, _say, capture, keep_logs=False, snaplen=snaplen) as lab:
         try:
             runner.run(loaded, lab.vms, lab.plan.addresses, out, _say, doctor=lab, sink=journal)
         finally:

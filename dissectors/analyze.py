@@ -67,6 +67,8 @@ FIELDS = (
     "nvme.cmd.nsid",
     "sanlab_nvmeof.nsid",
     "nvme-tcp.data.length",
+    "_ws.col.Protocol",
+    "_ws.col.Info",
 )
 ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write and Read
 RC_ACK = 17  # RC Acknowledge
@@ -88,6 +90,7 @@ class Frame:
     send_first: bool = False  # an RC SEND First (a capsule split over packets)
     send_only: bool = False  # an RC SEND Only
     first_segment: int = 0  # first frame of a PDU tshark reassembled into this one
+    label: str = ""  # what Wireshark's packet list says of it (protocol: info)
     data_bytes: int = 0  # NVMe/TCP C2H/H2C data carried
     commands: list[tuple[str, str, int]] = field(default_factory=list)  # (tag, op, bytes)
     responses: list[str] = field(default_factory=list)  # tags
@@ -135,6 +138,7 @@ class Analysis:
     fabric: str
     groups: list[Group]
     overlapping_ios: int
+    ios: list[Io] = field(default_factory=list)
 
     def document(self) -> dict[str, object]:
         return {
@@ -286,6 +290,7 @@ def _classify(row: dict[str, str], seen: set[str]) -> Frame:
         send_only=bool(bth) and _int(bth[0]) in RC_SEND_ONLY,
     )
     frame.data_bytes = sum(int(v) for v in _split(row["nvme-tcp.data.length"]))
+    frame.label = f"{row['_ws.col.Protocol']}: {row['_ws.col.Info']}".strip(": ")
     segments = [int(n) for n in _split(row["tcp.segment"])]
     frame.first_segment = min(segments) if segments else frame.number
     if row["udp.dstport"] == "4791":
@@ -458,4 +463,4 @@ def analyze(pcap: Path, decode_as: tuple[str, ...] = ()) -> Analysis:
         )
     fabric = "iwarp" if "iwarp" in seen else "roce" if "roce" in seen else "eth"
     ios, overlaps = group_ios(frames)
-    return Analysis(transport, fabric, summarise(ios), overlaps)
+    return Analysis(transport, fabric, summarise(ios), overlaps, ios)

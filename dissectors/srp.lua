@@ -265,7 +265,7 @@ local function dissect(tvb, pinfo, root)
   local summary = dissect_iu[op](tvb, tree, pinfo)
   tree:append_text(", " .. name)
   pinfo.cols.info = name .. ((summary ~= "") and (" " .. summary) or "")
-  return tvb:len()
+  return tvb:len(), tree
 end
 
 -- Heuristic: an SRP opcode, the IU long enough to be one (or truncated),
@@ -291,22 +291,31 @@ local function looks_like_srp(tvb)
   return true
 end
 
+-- Only the start of a SEND carries an IU: SEND First, SEND Only (with
+-- Immediate or Invalidate).  RDMA WRITE and READ payload is data, and SEND
+-- Middle/Last continue an IU, so none of them is ever decoded as SRP.
+local bth_opcode = Field.new("infiniband.bth.opcode")
+local IU_STARTS = { [0] = true, [4] = true, [5] = true, [23] = true }
+-- Logins travel in CM private data, never in a SEND.
+local LOGIN_OPS = { [OP.LOGIN_REQ] = true, [OP.LOGIN_RSP] = true, [OP.LOGIN_REJ] = true }
+
 local function heuristic(tvb, pinfo, tree)
+  local opcode = bth_opcode()
+  if not opcode or not IU_STARTS[opcode.value] then return false end
+  if tvb:len() < 1 or LOGIN_OPS[tvb(0, 1):uint()] then return false end
   if not looks_like_srp(tvb) then return false end
   dissect(tvb, pinfo, tree)
   return true
 end
 srp:register_heuristic("infiniband.payload", heuristic)
 
--- RDMA/CM login: the CM REQ private data is a 36-byte RDMA/CM header (IP
--- addresses) followed by srp_login_req_rdma (tag, buf_fmt, flags, opcode 0,
--- IU length, port identifiers).
-local function cm_private(tvb, pinfo, root)
-  if tvb:len() < 36 + 48 then return false end
-  local p = tvb(36):tvb()
-  if p(11, 1):uint() ~= OP.LOGIN_REQ or p(12, 4):uint() < 64 or p(12, 4):uint() > 1048576 then
-    return false
-  end
+-- The RDMA/CM login.  A CM REQ carries srp_login_req_rdma (tag, buf_fmt,
+-- flags, opcode 0 at byte 11, IU length, port identifiers).  Wireshark
+-- hands over either the whole private data (a 36-byte RDMA/CM header, then
+-- the login) or, when it has parsed the IP CM header itself, the consumer
+-- part alone; both are tried.  The REP and REJ carry SRP_LOGIN_RSP and
+-- SRP_LOGIN_REJ in their ordinary layout (opcode at byte 0).
+local function login_req(p, pinfo, root)
   pinfo.cols.protocol = "SRP"
   local tree = root:add(srp, p())
   tree:add(f.rdma_cm, p(0, 0), true)
@@ -315,5 +324,28 @@ local function cm_private(tvb, pinfo, root)
   tree:add(f.ini_port, p(16, 16)); tree:add(f.tgt_port, p(32, 16))
   pinfo.cols.info = "SRP_LOGIN_REQ (RDMA/CM) max IU " .. p(12, 4):uint()
   return true
+end
+
+local function is_login_req(p)
+  if p:len() < 48 or p(11, 1):uint() ~= OP.LOGIN_REQ then return false end
+  local iu = p(12, 4):uint()
+  return iu >= 64 and iu <= 1048576 and p(8, 1):uint() == 0 and bit.band(p(9, 1):uint(), 0xf9) == 0
+end
+
+local function cm_private(tvb, pinfo, root)
+  for _, offset in ipairs({ 0, 36 }) do
+    if tvb:len() > offset then
+      local p = tvb(offset):tvb()
+      if is_login_req(p) then return login_req(p, pinfo, root) end
+      local op = p:len() >= 32 and p(0, 1):uint() or nil
+      if (op == OP.LOGIN_RSP or op == OP.LOGIN_REJ) and looks_like_srp(p) then
+        local _, tree = dissect(p, pinfo, root)
+        if tree then tree:add(f.rdma_cm, p(0, 0), true) end
+        pinfo.cols.info = tostring(pinfo.cols.info) .. " (RDMA/CM)"
+        return true
+      end
+    end
+  end
+  return false
 end
 pcall(function() srp:register_heuristic("infiniband.mad.cm.private", cm_private) end)

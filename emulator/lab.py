@@ -90,7 +90,9 @@ class Plan:
     addresses: dict[tuple[str, str], str]
 
 
-def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) -> Plan:
+def plan(
+    scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None, snaplen: int | None = None
+) -> Plan:
     """VM specs and interfaces for every host; addresses are IPv4 link-local.
 
     Link i is 169.254.(10+i).0/24 and the n-th endpoint is .n+1: a
@@ -112,6 +114,7 @@ def plan(scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None) 
                     local_socket=run_dir / f"{name}.{host}.sock",
                     peer_socket=run_dir / f"{name}.{peer}.sock",
                     capture=capture,
+                    snaplen=snaplen,
                 )
             )
             address = f"169.254.{10 + i}.{n + 1}"
@@ -154,11 +157,18 @@ class LinkHealth:
 
 
 class Lab:
-    def __init__(self, scenario: Scenario, name: str, run_dir: Path, capture_dir: Path | None = None):
+    def __init__(
+        self,
+        scenario: Scenario,
+        name: str,
+        run_dir: Path,
+        capture_dir: Path | None = None,
+        snaplen: int | None = None,
+    ):
         if not scenario.hosts:
             raise SanlabError(f"scenario {scenario.name!r} declares no hosts: nothing to boot")
         self.scenario, self.name, self.run_dir = scenario, name, run_dir
-        self.plan = plan(scenario, name, run_dir, capture_dir)
+        self.plan = plan(scenario, name, run_dir, capture_dir, snaplen)
         self.vms: dict[str, Vm] = {}
         self.accel = ""
 
@@ -260,6 +270,12 @@ class Lab:
                 for n, vm in self.vms.items()
             },
             "addresses": {f"{h}/{lk}": a for (lk, h), a in self.plan.addresses.items()},
+            "captures": {
+                nic.link: str(nic.capture)
+                for spec in self.plan.specs.values()
+                for nic in spec.nics
+                if nic.capture is not None
+            },
         }
         tmp = self.state_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=2))
@@ -333,6 +349,31 @@ def live_agent_path(name: str, host: str) -> Path:
     return Path(entry["agent"])
 
 
+def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]:
+    """The pcap of ``link`` from its first byte, then whatever QEMU appends, while the lab runs.
+
+    QEMU's filter-dump writes a classic pcap as frames pass, so following
+    the file gives a live stream that Wireshark or tshark read from a pipe.
+    """
+    state = read_state(name)
+    captures = state.get("captures") or {}
+    if link not in captures:
+        links = sorted({key.split("/", 1)[1] for key in state.get("addresses", {})})
+        if not captures:
+            raise SanlabError(f"lab {name!r} was not started with --capture: 'sanlab lab up ... --capture'")
+        raise SanlabError(f"lab {name!r} has no captured link {link!r} (links: {', '.join(links)})")
+    path = Path(captures[link])
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(1 << 16)
+            if chunk:
+                yield chunk
+                continue
+            if not any(vm_alive(name, entry) for entry in state["hosts"].values()):
+                return
+            time.sleep(poll_s)
+
+
 def _console_tail(entry: dict[str, Any], lines: int = 3) -> str:
     path = entry.get("console_log")
     if not isinstance(path, str):
@@ -383,7 +424,12 @@ def stop_lab(name: str) -> tuple[list[int], list[str]]:
 
 @contextmanager
 def running_lab(
-    scenario: Scenario, name: str, say: Say, capture_dir: Path | None = None, keep_logs: bool = True
+    scenario: Scenario,
+    name: str,
+    say: Say,
+    capture_dir: Path | None = None,
+    keep_logs: bool = True,
+    snaplen: int | None = None,
 ) -> Iterator[Lab]:
     """A lab that exists only inside the ``with`` block, in a fresh run dir.
 
@@ -391,7 +437,7 @@ def running_lab(
     what it wants from it).
     """
     run_dir = new_run_dir(name)
-    lab = Lab(scenario, name, run_dir, capture_dir)
+    lab = Lab(scenario, name, run_dir, capture_dir, snaplen)
     try:
         lab.up(say)
         yield lab

@@ -41,6 +41,7 @@ class NicSpec:
     local_socket: Path
     peer_socket: Path
     capture: Path | None = None
+    snaplen: int | None = None  # bytes kept of each captured frame (QEMU's filter-dump maxlen)
 
 
 @dataclass
@@ -130,7 +131,8 @@ class Vm:
                 f"virtio-net-pci,netdev=n{i},mac={nic.mac}",
             ]
             if nic.capture is not None:
-                argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}"]
+                limit = f",maxlen={nic.snaplen}" if nic.snaplen else ""
+                argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}{limit}"]
         return argv
 
     def start(self) -> None:

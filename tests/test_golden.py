@@ -57,6 +57,34 @@ def test_srp_commands_and_responses():
     assert len(immediate) == 4 and all(f["srp_rdma.desc.len"] == ["4096"] for f in immediate)
 
 
+# BTH opcodes whose payload can start an SRP information unit.
+SEND_STARTS = {"0", "4", "5", "23", "0x00", "0x04", "0x05", "0x17"}
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURES))
+def test_no_srp_is_decoded_from_rdma_data(name):
+    """RDMA WRITE/READ payload (and SEND Middle/Last) is data: never an SRP IU, on any capture."""
+    srp_frames = [f for f in frames_of(name) if "srp_rdma.opcode" in f]
+    from_data = [
+        f
+        for f in srp_frames
+        if "srp_rdma.rdma_cm_login" not in f and not (set(f.get("infiniband.bth.opcode", [])) <= SEND_STARTS)
+    ]
+    assert from_data == []
+    if not name.startswith("srp"):
+        assert srp_frames == []
+
+
+def test_the_srp_login_is_decoded_from_the_cm_private_data():
+    frames = frames_of("srp-rxe")
+    in_cm = [f for f in frames if f.get("srp_rdma.rdma_cm_login") == ["1"]]
+    logins = [f for f in in_cm if f.get("srp_rdma.opcode") == ["0x00"]]
+    assert len(logins) == 1 and logins[0]["srp_rdma.req_it_iu_len"] == ["8260"]
+    replies = [f for f in frames if f.get("srp_rdma.opcode") == ["0xc0"]]
+    assert len(replies) == 1 and replies[0] in in_cm  # SRP_LOGIN_RSP in the CM ConnectReply
+    assert not [f for f in frames if f.get("srp_rdma.opcode") == ["0x00"] and f not in logins]
+
+
 def test_iser_over_siw_is_decoded():
     frames = frames_of("iser-siw")
     revs = [f["sanlab_iwarp.mpa.rev"] for f in frames if "sanlab_iwarp.mpa.rev" in f]
@@ -115,3 +143,35 @@ def test_models_bytes_per_io_match_the_capture(name):
         model = wire_cost(r, fabric, 1500).captured
         assert model == pytest.approx(g.wire_bytes_per_io, rel=TOLERANCE[fabric]), (g.op, g.bytes)
         assert r.round_trips == round(g.round_trips_per_io), (g.op, g.bytes)
+
+
+@pytest.mark.parametrize("name,merge", [("iscsi-tcp", 40), ("nvme-rdma-rxe", 40), ("srp-rxe", 3)])
+def test_a_ladder_diagram_shows_every_frame_of_its_io(tmp_path, monkeypatch, name, merge):
+    """Parse the SVG: one arrow group per frame (or per run of alike frames), labels as text."""
+    import xml.etree.ElementTree as ET
+
+    from sanlab.dissectors import pictures
+
+    monkeypatch.setattr(pictures, "MAX_ARROWS", merge)
+    result = analyze(GOLDEN / f"{name}.pcap")
+    io = next(i for i in result.ios if i.op == "read" and i.nbytes == 16384)
+    svg = tmp_path / "io.svg"
+    drawn = pictures.ladder(io, svg, tmp_path / "io.png")
+    root = ET.parse(svg).getroot()
+    groups = [g.get("id", "") for g in root.iter("{http://www.w3.org/2000/svg}g")]
+    arrows = [g for g in groups if g.startswith("frames-")]
+    assert len(arrows) == len(drawn) and sum(int(g.rsplit("-n", 1)[1]) for g in arrows) == len(io.frames)
+    if len(io.frames) > merge:
+        assert len(arrows) < len(io.frames)  # runs of data frames were merged
+    texts = " ".join("".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert "initiator" in texts and "target" in texts
+    assert str(io.frames[0].length) in texts.replace(",", "")  # the command's size is labelled
+    assert (tmp_path / "io.png").stat().st_size > 5_000
+
+
+def test_the_latency_chart_is_drawn(tmp_path):
+    from sanlab.dissectors import pictures
+
+    result = analyze(GOLDEN / "nvme-tcp.pcap")
+    pictures.latency_chart(result.ios, tmp_path / "lat.png")
+    assert (tmp_path / "lat.png").stat().st_size > 10_000

@@ -194,3 +194,42 @@ def test_a_killed_vm_is_reported_and_bash_process_substitution_works(guest_image
         down = sanlab("lab", "down", "test-kill")
     assert down.returncode == 0 and "already down: target" in down.stdout
     shutil.rmtree(labs_root() / "test-kill", ignore_errors=True)
+
+
+@pytest.mark.vm
+@pytest.mark.tshark
+def test_live_capture_streams_into_tshark(guest_image):
+    """`lab capture` piped into tshark: frames of traffic made after the stream started are decoded."""
+    import time
+
+    from support import require_tool
+
+    tshark = require_tool("tshark")
+    up = sanlab(
+        "lab", "up", str(SCENARIOS / "pair-rxe.yaml"), "--name", "test-live", "--capture", "--snaplen", "200"
+    )
+    try:
+        assert up.returncode == 0, up.stderr
+        stream = subprocess.Popen(
+            [sys.executable, "-m", "sanlab", "lab", "capture", "test-live", "fabric"], stdout=subprocess.PIPE
+        )
+        reader = subprocess.Popen(
+            [tshark, "-i", "-", "-Y", "icmp.type == 8", "-T", "fields", "-e", "frame.cap_len", "-c", "3"],
+            stdin=stream.stdout,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        time.sleep(2)
+        sanlab("lab", "exec", "test-live", "initiator", "--", "ping", "-c", "3", "-s", "1000", "169.254.10.2")
+        lines, _ = reader.communicate(timeout=60)
+        stream.terminate()
+        stream.wait(timeout=30)
+        assert len(lines.split()) == 3 and all(int(n) == 200 for n in lines.split()), (
+            lines
+        )  # cut at the snaplen
+        wrong = sanlab("lab", "capture", "test-live", "nosuch", timeout=30)
+        assert wrong.returncode == 1 and "no captured link 'nosuch'" in wrong.stderr
+    finally:
+        sanlab("lab", "down", "test-live")
+    shutil.rmtree(labs_root() / "test-live", ignore_errors=True)
