@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sanlab.dissectors.analyze import Frame, Io
 
@@ -119,7 +120,7 @@ def latency_chart(ios: Sequence[Io], path: Path, title: str = "") -> None:
     plt.close(fig)
 
 
-def _pyplot():  # type: ignore[no-untyped-def]
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")

@@ -7,9 +7,11 @@ ours, then the SCSI disks under that session in sysfs.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sanlab.targets.host import Host, sh, wait_for_devices
-from sanlab.targets.lio import Chap
+from sanlab.targets.naming import Chap
 
 
 def prepare(host: Host, initiator_iqn: str) -> None:
@@ -72,3 +74,25 @@ def disks(host: Host, iqn: str, timeout: float = 30.0) -> list[str]:
 
 def logout(host: Host, iqn: str) -> None:
     host.run(f"iscsiadm -m node -T {iqn} --logout; iscsiadm -m node -T {iqn} -o delete", timeout=120)
+
+
+@contextmanager
+def logged_in(
+    host: Host,
+    iqn: str,
+    portal: str,
+    iser: bool,
+    header_digest: bool,
+    data_digest: bool,
+    chap: Chap | None,
+    discover: bool = True,
+) -> Iterator[list[str]]:
+    """A session to ``iqn`` for the ``with`` block (its disks), logged out and forgotten afterwards.
+
+    The node record is sanlab's own (its target name is a sanlab IQN), so
+    logging out and deleting it touches no session of anyone else.
+    """
+    try:
+        yield login(host, iqn, portal, iser, header_digest, data_digest, chap, discover)
+    finally:
+        logout(host, iqn)

@@ -5,24 +5,34 @@ One backstore object per LUN under ``core/``; then a fabric: an iSCSI target
 initiator) or an SRP target port named after the RDMA port's GID, with its
 RDMA/CM port in ``srpt/discovery_auth/rdma_cm_port`` (the module parameter
 is gone in 6.1).  The layout follows blktests' tests/srp/rc.
+
+Every export is a pair, like blktests' create/remove helpers: ``claim``
+checks that the fabric target and the storage objects it will make do not
+exist (sanlab never reuses or removes LIO objects it did not create),
+``create`` makes them, and ``remove`` takes down exactly those - never the
+rest of configfs, where the host's owner may have exports of their own.
 """
 
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 from sanlab.targets.backstores import Backing
-from sanlab.targets.host import Host, sh
-from sanlab.targets.naming import ISCSI_PORT, SRP_PORT
+from sanlab.targets.host import Host, StackError, sh
+from sanlab.targets.naming import ISCSI_PORT, SRP_PORT, Chap
 
 CFS = "/sys/kernel/config/target"
 
 
-@dataclass(frozen=True)
-class Chap:
-    username: str
-    password: str
+def _storage_path(name: str, lun: int, backing: Backing | None) -> str:
+    if backing is None:  # LIO's own RAM disk
+        return f"{CFS}/core/rd_mcp_{lun}/{name}"
+    if backing.kind == "block":
+        return f"{CFS}/core/iblock_{lun}/{name}"
+    return f"{CFS}/core/fileio_{lun}/{name}"
 
 
 def _backstore(name: str, lun: int, backing: Backing | None, size: int) -> tuple[str, list[str]]:
@@ -60,6 +70,50 @@ def _acl(tpg: str, initiator: str, luns: int) -> list[str]:
     for lun in range(luns):
         lines += [f"mkdir -p {acl}/lun_{lun}", f"ln -s {tpg}/lun/lun_{lun} {acl}/lun_{lun}/map"]
     return lines
+
+
+@dataclass(frozen=True)
+class Export:
+    """What one LIO export made, so that exactly that is removed."""
+
+    root: str  # the fabric target: iscsi/<iqn> or srpt/<port>
+    tpg: str
+    storage: tuple[str, ...]  # core/<hba>/<name>, one per LUN
+    hbas: tuple[str, ...]  # HBA folders this export created (not those that were there)
+    restore: tuple[tuple[str, str], ...] = ()  # (attribute, value it had before)
+
+
+def claim(host: Host, root: str, tpg: str, name: str, backings: list[Backing | None]) -> Export:
+    """Check that the objects this export will make are free; note which HBAs exist already."""
+    storage = tuple(_storage_path(name, lun, b) for lun, b in enumerate(backings))
+    hbas = tuple(dict.fromkeys(path.rsplit("/", 1)[0] for path in storage))
+    listing = " ".join([root, *storage, *hbas])
+    found = set(
+        host.run(
+            f"modprobe target_core_mod; for p in {listing}; do [ -e $p ] && echo $p; done; true", timeout=60
+        ).stdout.split()
+    )
+    taken = [p for p in (root, *storage) if p in found]
+    if taken:
+        raise StackError(
+            f"{host.name}: LIO already has {', '.join(taken)}: "
+            "sanlab does not touch objects it did not create"
+        )
+    return Export(root, tpg, storage, tuple(h for h in hbas if h not in found))
+
+
+def remove(host: Host, made: Export) -> None:
+    """Take down the objects of one export, leaves first (as blktests' stop_lio_srpt does)."""
+    t = made.tpg
+    lines = [
+        f"[ -e {t}/enable ] && echo 0 > {t}/enable",
+        f"rm -f {t}/acls/*/*/* {t}/lun/*/* 2>/dev/null",
+        f"rmdir {t}/acls/*/* {t}/acls/* {t}/lun/* {t}/np/* 2>/dev/null",
+        f"rmdir {t} {made.root} 2>/dev/null",
+    ]
+    lines += [f"rmdir {path} 2>/dev/null" for path in (*made.storage, *made.hbas)]
+    lines += [f"printf %s {shlex.quote(value)} > {attribute}" for attribute, value in made.restore]
+    host.run("\n".join(lines + ["true"]), timeout=60)
 
 
 def start_iscsi(
@@ -117,6 +171,7 @@ def start_srp(
     initiator_ids: list[str],
     backings: list[Backing | None],
     size: int,
+    name: str = "srp",
 ) -> str:
     """Export the LUNs on ``rdma_device``; returns the target's service GUID (the ioc_guid).
 
@@ -135,7 +190,7 @@ def start_srp(
         f"mkdir -p {CFS}/srpt",
         f"echo {SRP_PORT} > {CFS}/srpt/discovery_auth/rdma_cm_port",
         f"mkdir -p {tpg}",
-    ] + _luns(tpg, "srp", backings, size)
+    ] + _luns(tpg, name, backings, size)
     for ident in sorted(set(initiator_ids) | {address}):
         lines += _acl(tpg, ident, len(backings))
     lines.append(f"echo 1 > {tpg}/enable")
@@ -145,17 +200,54 @@ def start_srp(
     ).strip()
 
 
-def stop_all(host: Host) -> None:
-    """Remove every LIO object, leaves first, as blktests' stop_lio_srpt does."""
-    host.run(
-        f"""
-        for e in {CFS}/srpt/*/*/enable {CFS}/iscsi/*/tpgt_*/enable; do [ -e $e ] && echo 0 > $e; done
-        rm -f {CFS}/*/*/*/acls/*/*/* {CFS}/*/*/*/lun/*/* 2>/dev/null
-        rmdir {CFS}/*/*/*/acls/*/* {CFS}/*/*/*/acls/* {CFS}/*/*/*/lun/* {CFS}/*/*/*/np/* 2>/dev/null
-        rmdir {CFS}/*/*/*/ {CFS}/*/*/ 2>/dev/null
-        rmdir {CFS}/core/*/* {CFS}/core/* 2>/dev/null
-        rmdir {CFS}/srpt {CFS}/iscsi 2>/dev/null
-        true
-        """,
-        timeout=60,
-    )
+def srp_port(host: Host, rdma_device: str) -> str:
+    gid = sh(host, f"cat /sys/class/infiniband/{rdma_device}/ports/1/gids/0", "reading the port GID")
+    return srp_port_name(gid.strip())
+
+
+@contextmanager
+def iscsi_exported(
+    host: Host,
+    iqn: str,
+    initiator_iqn: str,
+    address: str,
+    iser: bool,
+    backings: list[Backing | None],
+    size: int,
+    header_digest: bool,
+    data_digest: bool,
+    chap: Chap | None,
+) -> Iterator[Export]:
+    """An iSCSI (or iSER) target of sanlab's own for the ``with`` block, removed however it ends."""
+    root = f"{CFS}/iscsi/{iqn}"
+    made = claim(host, root, f"{root}/tpgt_1", iqn.rsplit(":", 1)[1], backings)
+    try:
+        start_iscsi(host, iqn, initiator_iqn, address, iser, backings, size, header_digest, data_digest, chap)
+        yield made
+    finally:
+        remove(host, made)
+
+
+@contextmanager
+def srp_exported(
+    host: Host,
+    name: str,
+    rdma_device: str,
+    address: str,
+    initiator_ids: list[str],
+    backings: list[Backing | None],
+    size: int,
+) -> Iterator[str]:
+    """An SRP target port of sanlab's own; yields the service GUID.  The RDMA/CM port it sets
+    in ``srpt/discovery_auth`` is put back as it was."""
+    port = srp_port(host, rdma_device)
+    root = f"{CFS}/srpt/{port}"
+    made = claim(host, root, f"{root}/{port}", name, backings)
+    setting = f"{CFS}/srpt/discovery_auth/rdma_cm_port"
+    before = host.run(f"modprobe ib_srpt; mkdir -p {CFS}/srpt; cat {setting}", timeout=60).stdout.strip()
+    if before.isdigit():
+        made = replace(made, restore=((setting, before),))
+    try:
+        yield start_srp(host, rdma_device, address, initiator_ids, backings, size, name)
+    finally:
+        remove(host, made)

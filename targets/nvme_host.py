@@ -7,7 +7,8 @@ the new device is nvme0n1.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sanlab.targets.host import Host, StackError, sh, wait_for_devices
 from sanlab.targets.naming import NVME_PORT
@@ -74,3 +75,20 @@ def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
 
 def disconnect(host: Host, nqn: str) -> None:
     host.run(f"nvme disconnect -n {nqn}", timeout=60)
+
+
+@contextmanager
+def connected(
+    host: Host,
+    nqn: str,
+    transport: str,
+    address: str,
+    header_digest: bool,
+    data_digest: bool,
+    say: Callable[[str], None] = lambda m: None,
+) -> Iterator[list[str]]:
+    """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards."""
+    try:
+        yield connect(host, nqn, transport, address, header_digest, data_digest, say)
+    finally:
+        disconnect(host, nqn)

@@ -2,10 +2,18 @@
 
 The layout follows the kernel's own tests (blktests tests/nvme/rc): a
 subsystem with one namespace per LUN, a port with its transport and
-address, and a symlink that exports the subsystem on the port.
+address, and a symlink that exports the subsystem on the port.  Like
+blktests' ``_create_nvmet_subsystem``/``_remove_nvmet_subsystem``, each
+create has its remove: ``exported`` makes a subsystem and a port of its own
+(refusing a subsystem name that exists, taking the first unused port id)
+and removes exactly those, leaving every other subsystem and port alone.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sanlab.targets.backstores import Backing
 from sanlab.targets.host import Host, sh
@@ -14,38 +22,73 @@ from sanlab.targets.naming import NVME_PORT
 CFS = "/sys/kernel/config/nvmet"
 
 
-def start(
-    host: Host, nqn: str, transport: str, address: str, backings: list[Backing], port_id: int = 1
-) -> None:
+@dataclass(frozen=True)
+class Export:
+    nqn: str
+    port_id: int
+
+
+def _free_port_id(host: Host) -> int:
+    used = host.run(f"ls {CFS}/ports 2>/dev/null", timeout=30).stdout.split()
+    taken = {int(p) for p in used if p.isdigit()}
+    return next(n for n in range(1, 65536) if n not in taken)
+
+
+def claim(host: Host, nqn: str, transport: str) -> Export:
+    """Load the transport and check that ``nqn`` is free; from here on, what is made is ours."""
     trtype = "tcp" if transport == "nvme-tcp" else "rdma"
-    lines = [
-        f"modprobe nvmet-{trtype}",
-        f"mkdir {CFS}/subsystems/{nqn}",
-        f"echo 1 > {CFS}/subsystems/{nqn}/attr_allow_any_host",
-    ]
+    subsystem = f"{CFS}/subsystems/{nqn}"
+    sh(
+        host,
+        f"modprobe nvmet-{trtype}\n"
+        f"if [ -e {subsystem} ]; then echo 'NVMe subsystem {nqn} already exists: sanlab does not touch "
+        "what it did not create' >&2; exit 17; fi",
+        f"nvmet: claiming {nqn}",
+    )
+    return Export(nqn, _free_port_id(host))
+
+
+def create(host: Host, export: Export, transport: str, address: str, backings: list[Backing]) -> None:
+    trtype = "tcp" if transport == "nvme-tcp" else "rdma"
+    subsystem = f"{CFS}/subsystems/{export.nqn}"
+    lines = [f"mkdir {subsystem}", f"echo 1 > {subsystem}/attr_allow_any_host"]
     for nsid, backing in enumerate(backings, start=1):
-        ns = f"{CFS}/subsystems/{nqn}/namespaces/{nsid}"
+        ns = f"{subsystem}/namespaces/{nsid}"
         lines += [f"mkdir {ns}", f"printf %s {backing.path} > {ns}/device_path"]
         if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
             lines.append(f"echo 1 > {ns}/buffered_io")
         lines.append(f"echo 1 > {ns}/enable")
-    port = f"{CFS}/ports/{port_id}"
+    port = f"{CFS}/ports/{export.port_id}"
     lines += [
         f"mkdir {port}",
         f"echo ipv4 > {port}/addr_adrfam",
         f"echo {trtype} > {port}/addr_trtype",
         f"echo {address} > {port}/addr_traddr",
         f"echo {NVME_PORT} > {port}/addr_trsvcid",
-        f"ln -s {CFS}/subsystems/{nqn} {port}/subsystems/{nqn}",
+        f"ln -s {subsystem} {port}/subsystems/{export.nqn}",
     ]
-    sh(host, "\n".join(lines), f"nvmet: exporting {nqn} over {trtype} on {address}")
+    sh(host, "\n".join(lines), f"nvmet: exporting {export.nqn} over {trtype} on {address}")
 
 
-def stop(host: Host, nqn: str, port_id: int = 1) -> None:
-    port = f"{CFS}/ports/{port_id}"
+def remove(host: Host, export: Export) -> None:
+    """Remove the port and subsystem of ``export`` (as far as they were made), nothing else."""
+    port = f"{CFS}/ports/{export.port_id}"
+    subsystem = f"{CFS}/subsystems/{export.nqn}"
     host.run(
-        f"rm -f {port}/subsystems/{nqn}; rmdir {port} 2>/dev/null;"
-        f"for ns in {CFS}/subsystems/{nqn}/namespaces/*; do echo 0 > $ns/enable; rmdir $ns; done;"
-        f"rmdir {CFS}/subsystems/{nqn}",
+        f"rm -f {port}/subsystems/{export.nqn}; rmdir {port} 2>/dev/null;"
+        f"for ns in {subsystem}/namespaces/*; do [ -d $ns ] || continue; "
+        "echo 0 > $ns/enable; rmdir $ns; done;"
+        f"rmdir {subsystem} 2>/dev/null; true",
         timeout=60,
     )
+
+
+@contextmanager
+def exported(host: Host, nqn: str, transport: str, address: str, backings: list[Backing]) -> Iterator[Export]:
+    """A subsystem and a port of sanlab's own for the ``with`` block; removed however it ends."""
+    export = claim(host, nqn, transport)
+    try:
+        create(host, export, transport, address, backings)
+        yield export
+    finally:
+        remove(host, export)

@@ -1,23 +1,28 @@
 """One storage target of a scenario, end to end: export, connect, disconnect, remove.
 
-Each stack/transport pair is a small recipe over the modules beside this
-one.  ``Export`` is a context manager: whatever happens inside, the
-initiator disconnects and the target is taken down again, so the next
-target on the same hosts starts from a clean kernel.
+Each stack has a recipe: a short sequence of paired steps, each a context
+manager that creates one thing and removes exactly that thing when the
+``with`` block ends - normally, on an error, or on Ctrl-C - in reverse
+order, the way blktests pairs ``_create_nvmet_port`` with
+``_remove_nvmet_port``.  Every step refuses to start where an object of its
+name already exists, so sanlab never reuses, changes or removes what it
+did not create: other configfs exports, NVMe subsystems, sessions or files
+on the host survive a run, its failure and its interruption.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 
 from sanlab.scenarios.schema import Target
 from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
 from sanlab.targets.host import Host, StackError
-from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, iqn, nqn
+from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, iqn, nqn
 
 INITIATOR_IQN = iqn("initiator")
+Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -32,118 +37,122 @@ class Wiring:
     link: str  # the scenario's name for the cable between them
 
 
-@contextmanager
+Recipe = Callable[[ExitStack, Target, str, Wiring, Say], list[str]]
+
+
 def exported(
-    target: Target, name: str, wiring: Wiring, say: Callable[[str], None] = lambda m: None
-) -> Iterator[list[str]]:
+    target: Target, name: str, wiring: Wiring, say: Say = lambda m: None
+) -> AbstractContextManager[list[str]]:
     """Export ``target``, connect the initiator, yield its block devices, then undo it all.
 
     ``say`` hears about steps that needed a second try.
     """
+    recipe = RECIPES.get(target.stack)
+    if recipe is None:
+        raise StackError(f"stack {target.stack!r} cannot be emulated")
+    return _run(recipe, target, name, wiring, say)
+
+
+@contextmanager
+def _run(recipe: Recipe, target: Target, name: str, wiring: Wiring, say: Say) -> Iterator[list[str]]:
+    with ExitStack() as steps:
+        yield recipe(steps, target, name, wiring, say)
+
+
+def _backings(steps: ExitStack, target: Target, name: str, host: Host) -> list[backstores.Backing]:
+    return [
+        steps.enter_context(backstores.backing(host, target.backstore, f"{name}{lun}", target.size))
+        for lun in range(target.luns)
+    ]
+
+
+def _chap(target: Target) -> Chap | None:
+    return Chap(target.chap.username, target.chap.password) if target.chap else None
+
+
+def nvmet_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
     t, i = wiring.target_host, wiring.initiator_host
-    backings: list[backstores.Backing] = []
-    undo: list = []
-    try:
-        if target.stack == "nvmet":
-            for lun in range(target.luns):
-                backings.append(backstores.block_device(t, target.backstore, f"{name}{lun}", target.size))
-            subsystem = nqn(name)
-            nvmet.start(t, subsystem, target.transport, wiring.target_address, backings)
-            undo.append(lambda: nvmet.stop(t, subsystem))
-            devices = nvme_host.connect(
-                i,
-                subsystem,
-                target.transport,
-                wiring.target_address,
-                target.header_digest,
-                target.data_digest,
-                say,
-            )
-            undo.append(lambda: nvme_host.disconnect(i, subsystem))
-        elif target.stack == "tgt":
-            for lun in range(target.luns):
-                kind = "file" if target.backstore == "file" else target.backstore
-                backings.append(backstores.block_device(t, kind, f"{name}{lun}", target.size))
-            iser = target.transport == "iser"
-            tgt.start(
-                t,
-                1,
-                iqn(name),
-                iser,
-                wiring.target_address,
-                backings,
-                wiring.initiator_address,
-                INITIATOR_IQN,
-            )
-            undo.append(lambda: tgt.stop_daemon(t))
-            iscsi_initiator.prepare(i, INITIATOR_IQN)
-            port = ISCSI_PORT if iser else TGT_TCP_PORT
-            devices = iscsi_initiator.login(
-                i,
-                iqn(name),
-                f"{wiring.target_address}:{port}",
-                iser,
-                target.header_digest,
-                target.data_digest,
-                _chap(target),
-                discover=not iser,
-            )
-            undo.append(lambda: iscsi_initiator.logout(i, iqn(name)))
-        elif target.stack == "lio":
-            lio_backings: list[backstores.Backing | None] = []
-            for lun in range(target.luns):
-                if target.backstore == "ramdisk":
-                    lio_backings.append(None)  # LIO's own rd_mcp RAM disk
-                else:
-                    b = backstores.block_device(t, target.backstore, f"{name}{lun}", target.size)
-                    backings.append(b)
-                    lio_backings.append(b)
-            undo.append(lambda: lio.stop_all(t))
-            if target.transport == "srp":
-                if wiring.rdma_device is None:
-                    raise StackError("SRP needs an RDMA link")
-                ids = srp_initiator.identities(i, wiring.rdma_device, wiring.initiator_address)
-                guid = lio.start_srp(
-                    t, wiring.rdma_device, wiring.target_address, ids, lio_backings, target.size
-                )
-                devices = srp_initiator.login(
-                    i, wiring.rdma_device, guid, wiring.initiator_address, wiring.target_address
-                )
-                undo.append(lambda: srp_initiator.logout(i))
-            else:
-                iser = target.transport == "iser"
-                lio.start_iscsi(
-                    t,
-                    iqn(name),
-                    INITIATOR_IQN,
-                    wiring.target_address,
-                    iser,
-                    lio_backings,
-                    target.size,
-                    target.header_digest,
-                    target.data_digest,
-                    _chap(target),
-                )
-                iscsi_initiator.prepare(i, INITIATOR_IQN)
-                devices = iscsi_initiator.login(
-                    i,
-                    iqn(name),
-                    f"{wiring.target_address}:{ISCSI_PORT}",
-                    iser,
-                    target.header_digest,
-                    target.data_digest,
-                    _chap(target),
-                )
-                undo.append(lambda: iscsi_initiator.logout(i, iqn(name)))
-        else:
-            raise StackError(f"stack {target.stack!r} cannot be emulated")
-        yield devices
-    finally:
-        for step in reversed(undo):
-            step()
-        for lun, backing in enumerate(backings):
-            backstores.remove(t, backing, f"{name}{lun}")
+    backings = _backings(steps, target, name, t)
+    steps.enter_context(nvmet.exported(t, nqn(name), target.transport, wiring.target_address, backings))
+    return steps.enter_context(
+        nvme_host.connected(
+            i,
+            nqn(name),
+            target.transport,
+            wiring.target_address,
+            target.header_digest,
+            target.data_digest,
+            say,
+        )
+    )
 
 
-def _chap(target: Target) -> lio.Chap | None:
-    return lio.Chap(target.chap.username, target.chap.password) if target.chap else None
+def tgt_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
+    t, i = wiring.target_host, wiring.initiator_host
+    iser = target.transport == "iser"
+    backings = _backings(steps, target, name, t)
+    address = wiring.target_address
+    steps.enter_context(
+        tgt.exported(t, iqn(name), iser, address, backings, wiring.initiator_address, INITIATOR_IQN)
+    )
+    iscsi_initiator.prepare(i, INITIATOR_IQN)
+    port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)
+    login = iscsi_initiator.logged_in(
+        i,
+        iqn(name),
+        f"{address}:{port}",
+        iser,
+        target.header_digest,
+        target.data_digest,
+        _chap(target),
+        discover=not iser,  # discovery over iSER lists nothing
+    )
+    return steps.enter_context(login)
+
+
+def lio_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
+    t, i = wiring.target_host, wiring.initiator_host
+    storage: list[backstores.Backing | None] = (
+        [None] * target.luns  # LIO's own RAM disk (rd_mcp)
+        if target.backstore == "ramdisk"
+        else list(_backings(steps, target, name, t))
+    )
+    if target.transport == "srp":
+        return _lio_srp(steps, target, name, wiring, storage)
+    iser = target.transport == "iser"
+    digests = (target.header_digest, target.data_digest)
+    steps.enter_context(
+        lio.iscsi_exported(
+            t,
+            iqn(name),
+            INITIATOR_IQN,
+            wiring.target_address,
+            iser,
+            storage,
+            target.size,
+            *digests,
+            _chap(target),
+        )
+    )
+    iscsi_initiator.prepare(i, INITIATOR_IQN)
+    portal = f"{wiring.target_address}:{ISCSI_PORT}"
+    return steps.enter_context(iscsi_initiator.logged_in(i, iqn(name), portal, iser, *digests, _chap(target)))
+
+
+def _lio_srp(
+    steps: ExitStack, target: Target, name: str, wiring: Wiring, storage: list[backstores.Backing | None]
+) -> list[str]:
+    t, i = wiring.target_host, wiring.initiator_host
+    if wiring.rdma_device is None:
+        raise StackError("SRP needs an RDMA link")
+    ids = srp_initiator.identities(i, wiring.rdma_device, wiring.initiator_address)
+    guid = steps.enter_context(
+        lio.srp_exported(t, name, wiring.rdma_device, wiring.target_address, ids, storage, target.size)
+    )
+    login = srp_initiator.logged_in(
+        i, wiring.rdma_device, guid, wiring.initiator_address, wiring.target_address
+    )
+    return steps.enter_context(login)
+
+
+RECIPES: dict[str, Recipe] = {"nvmet": nvmet_recipe, "tgt": tgt_recipe, "lio": lio_recipe}

@@ -163,6 +163,8 @@ class RecordingHost:
             return Done(stdout="0002:c903:0000:1234\n")
         if "/block/" in text or "nvme*n*" in text:
             return Done(stdout="/dev/sdb\n")
+        if text.startswith("pidof"):  # nothing of anyone else's is running here
+            return Done(rc=1)
         return Done()
 
     def spawn(self, command: str, log: str = "/dev/null") -> int:

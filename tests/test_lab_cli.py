@@ -214,20 +214,21 @@ def test_live_capture_streams_into_tshark(guest_image):
             [sys.executable, "-m", "sanlab", "lab", "capture", "test-live", "fabric"], stdout=subprocess.PIPE
         )
         reader = subprocess.Popen(
-            [tshark, "-i", "-", "-Y", "icmp.type == 8", "-T", "fields", "-e", "frame.cap_len", "-c", "3"],
+            [tshark, "-i", "-", "-Y", "icmp.type == 8", "-T", "fields", "-e", "frame.cap_len"],
             stdin=stream.stdout,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
         )
+        stream.stdout.close()  # tshark alone holds the pipe: when the stream stops, it sees the end
         time.sleep(2)
         sanlab("lab", "exec", "test-live", "initiator", "--", "ping", "-c", "3", "-s", "1000", "169.254.10.2")
-        lines, _ = reader.communicate(timeout=60)
-        stream.terminate()
+        time.sleep(2)
+        stream.terminate()  # the pipe closes; tshark reads to its end and prints what matched
         stream.wait(timeout=30)
-        assert len(lines.split()) == 3 and all(int(n) == 200 for n in lines.split()), (
-            lines
-        )  # cut at the snaplen
+        lines, _ = reader.communicate(timeout=60)
+        sizes = [int(n) for n in lines.split()]
+        assert len(sizes) == 3 and all(n == 200 for n in sizes), lines  # echo requests, cut at the snaplen
         wrong = sanlab("lab", "capture", "test-live", "nosuch", timeout=30)
         assert wrong.returncode == 1 and "no captured link 'nosuch'" in wrong.stderr
     finally:
