@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from sanlab.models.network import Point, build
+from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import DEFAULT_PROFILE, load_profile
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import Problem, ScenarioError
@@ -99,19 +99,31 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                     )
 
 
-def project_point(point: Point, settings: Settings | None = None) -> ResultRecord:
-    """Simulate one point; the answer never exceeds the analytic wire bound.
+@dataclass(frozen=True)
+class Figures:
+    """What a solver says of one point, before it is written up as a record."""
 
-    The estimate is a batch mean, so when the link itself is the bottleneck
-    sampling noise could nudge it past the bound; it is clipped to the
+    iops: float
+    lat_mean_us: float | None
+    lat_p99_us: float | None
+    cpu_pct: dict[str, float]
+    bottleneck: str
+    iops_ci95: tuple[float, float] | None = None
+
+
+def projected_record(point: Point, net: Network, figures: Figures, seed: int) -> ResultRecord:
+    """The record of a projected point; IOPS (and its interval) never exceed the analytic wire bound.
+
+    The estimate is a batch mean (or an MVA answer), so when the link itself is
+    the bottleneck it could land a hair past the bound; it is clipped to the
     bound, which is a hard physical fact, not a fitted value.
     """
-    cfg = settings or Settings()
-    net = build(point)
-    sim = simulate(net, cfg)
     bound = net.bound_iops
-    iops = min(sim.iops, bound)
-    low, high = (min(v, bound) for v in sim.iops_ci95)
+    iops = min(figures.iops, bound)
+    interval = None
+    if figures.iops_ci95:
+        low, high = figures.iops_ci95
+        interval = (round(min(low, bound), 1), round(min(high, bound), 1))
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
     return ResultRecord(
         mode="projected",
@@ -126,18 +138,31 @@ def project_point(point: Point, settings: Settings | None = None) -> ResultRecor
         numjobs=point.numjobs,
         iops=round(iops, 1),
         bw_mibps=round(iops * point.bs / 2**20, 2),
-        lat_mean_us=round(sim.lat_mean_us, 2),
-        lat_p99_us=round(sim.lat_p99_us, 2),
-        cpu_target_pct=round(sim.cpu_pct["target"], 2),
-        cpu_initiator_pct=round(sim.cpu_pct["initiator"], 2),
+        lat_mean_us=_round2(figures.lat_mean_us),
+        lat_p99_us=_round2(figures.lat_p99_us),
+        cpu_target_pct=round(figures.cpu_pct["target"], 2),
+        cpu_initiator_pct=round(figures.cpu_pct["initiator"], 2),
         verify="off",
         profile=point.profile,
         wire_gbps=round(iops * busiest * 8 / 1e9, 3),
-        bottleneck=sim.bottleneck,
+        bottleneck=figures.bottleneck,
         bound=round(bound, 1) if bound != float("inf") else None,
-        iops_ci95=(round(low, 1), round(high, 1)),
-        seed=cfg.seed,
+        iops_ci95=interval,
+        seed=seed,
     )
+
+
+def _round2(value: float | None) -> float | None:
+    return round(value, 2) if value is not None else None
+
+
+def project_point(point: Point, settings: Settings | None = None) -> ResultRecord:
+    """Simulate one point."""
+    cfg = settings or Settings()
+    net = build(point)
+    sim = simulate(net, cfg)
+    figures = Figures(sim.iops, sim.lat_mean_us, sim.lat_p99_us, sim.cpu_pct, sim.bottleneck, sim.iops_ci95)
+    return projected_record(point, net, figures, cfg.seed)
 
 
 def project(

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from sanlab.models.mva import Solution, solve
 from sanlab.models.network import Network, Point, build
-from sanlab.models.project import jobs, project_point
+from sanlab.models.project import Figures, jobs, project_point, projected_record
 from sanlab.models.simulate import Settings
 from sanlab.models.sweep_goals import Goal, parse_goal
 from sanlab.scenarios.errors import Problem, ScenarioError
@@ -252,37 +252,15 @@ def _mva_trusted(net: Network, solution: Solution) -> bool:
 
 def _by_mva(point: Point, net: Network, solution: Solution, seed: int) -> ResultRecord:
     """The model's record from MVA: mean figures only (no p99, no interval)."""
-    bound = net.bound_iops
-    iops = min(solution.iops, bound)
     cpu = {"initiator": 0.0, "target": 0.0}
     for station in net.stations:
         if station.kind == "queue" and station.side:
             busy = solution.utilisation[station.name] * station.servers
             cores = net.initiator_cores if station.side == "initiator" else net.target_cores
             cpu[station.side] += 100 * busy / cores
-    busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
-    return ResultRecord(
-        mode="projected",
-        transport=point.transport,
-        fabric=point.fabric,
-        target_stack=net.target_stack,
-        link_gbps=point.link_gbps,
-        mtu=net.mtu,
-        rw=point.rw,
-        bs=point.bs,
-        iodepth=point.iodepth,
-        numjobs=point.numjobs,
-        iops=round(iops, 1),
-        bw_mibps=round(iops * point.bs / 2**20, 2),
-        lat_mean_us=round(point.outstanding / iops * 1e6, 2) if iops else None,
-        cpu_target_pct=round(cpu["target"], 2),
-        cpu_initiator_pct=round(cpu["initiator"], 2),
-        profile=point.profile,
-        wire_gbps=round(iops * busiest * 8 / 1e9, 3),
-        bottleneck=solution.bottleneck,
-        bound=round(bound, 1) if bound != float("inf") else None,
-        seed=seed,
-    )
+    iops = min(solution.iops, net.bound_iops)
+    mean = point.outstanding / iops * 1e6 if iops else None
+    return projected_record(point, net, Figures(solution.iops, mean, None, cpu, solution.bottleneck), seed)
 
 
 def chunks(points: list[SweepPoint], size: int) -> Iterator[list[SweepPoint]]:

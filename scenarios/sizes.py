@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _SIZE = re.compile(r"^\s*([0-9]{1,20})\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE | re.ASCII)
@@ -48,6 +50,13 @@ def format_size(nbytes: int) -> str:
     return str(nbytes)
 
 
+def _in_range(
+    value: object, number: float, what: str, low: float, high: float, show: Callable[[Any], str]
+) -> None:
+    if not low <= number <= high:
+        raise ValueError(f"{_short(value)} is out of range for a {what} ({show(low)} to {show(high)})")
+
+
 @dataclass(frozen=True)
 class SizeRange:
     """What a size field may hold: bounds, and a multiple it must be of."""
@@ -59,11 +68,7 @@ class SizeRange:
 
     def check(self, value: object) -> int:
         nbytes = parse_size(value)
-        if not self.low <= nbytes <= self.high:
-            raise ValueError(
-                f"{_short(value)} is out of range for a {self.what} "
-                f"({format_size(self.low)} to {format_size(self.high)})"
-            )
+        _in_range(value, nbytes, self.what, self.low, self.high, format_size)
         if nbytes % self.multiple:
             raise ValueError(
                 f"{_short(value)} is not a multiple of {format_size(self.multiple)} "
@@ -107,11 +112,7 @@ class DurationRange:
 
     def check(self, value: object) -> float:
         seconds = parse_duration(value)
-        if not self.low <= seconds <= self.high:
-            raise ValueError(
-                f"{_short(value)} is out of range for a {self.what} "
-                f"({format_duration(self.low)} to {format_duration(self.high)})"
-            )
+        _in_range(value, seconds, self.what, self.low, self.high, format_duration)
         return seconds
 
 

@@ -22,6 +22,7 @@ from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.schema import Chap, Host, Link, Projection, Scenario, Target, Workload
 from sanlab.targets.stacks import Wiring, exported
+from support import Reply
 
 PAYLOADS = [
     "u; reboot",
@@ -137,35 +138,24 @@ def test_chap_values_the_stacks_cannot_take_are_refused(payload):
 
 
 @dataclass
-class Done:
-    rc: int = 0
-    stdout: str = ""
-    stderr: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0
-
-
-@dataclass
 class RecordingHost:
     """A Host that keeps every script it is asked to run and answers like a quiet, healthy one."""
 
     name: str
     scripts: list[str] = field(default_factory=list)
 
-    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Done:
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Reply:
         text = command if isinstance(command, str) else shlex.join(command)
         self.scripts.append(text)
         if "gids/0" in text:
-            return Done(stdout="fe80:0000:0000:0000:5054:00ff:fe12:3456\n")
+            return Reply(stdout="fe80:0000:0000:0000:5054:00ff:fe12:3456\n")
         if "srpt_service_guid" in text:
-            return Done(stdout="0002:c903:0000:1234\n")
+            return Reply(stdout="0002:c903:0000:1234\n")
         if "/block/" in text or "nvme*n*" in text:
-            return Done(stdout="/dev/sdb\n")
+            return Reply(stdout="/dev/sdb\n")
         if text.startswith("pidof"):  # nothing of anyone else's is running here
-            return Done(rc=1)
-        return Done()
+            return Reply(rc=1)
+        return Reply()
 
     def spawn(self, command: str, log: str = "/dev/null") -> int:
         self.scripts.append(command)

@@ -15,23 +15,13 @@ import pytest
 
 from sanlab.targets import nvme_host
 from sanlab.targets.host import StackError
+from support import Reply
 
 TIMED_OUT = (
     "[138.447737] nvme nvme0: I/O 0 QID 1 timeout\n"
     "[138.448120] nvme nvme0: Connect command failed, error wo/DNR bit: 881\n"
 )
 REFUSED = '[12.0] nvme nvme0: Connect Invalid Data Parameter, subsysnqn "nqn.x"\n'
-
-
-@dataclass
-class Reply:
-    rc: int = 0
-    stdout: str = ""
-    stderr: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0
 
 
 @dataclass
