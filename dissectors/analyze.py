@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sanlab.dissectors.plugins import tshark_args
 from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.scenarios.headers import ICRC, NVME_CQE, NVME_SQE, ROCE_PAYLOAD_OFFSET
 from sanlab.scenarios.ports import ISCSI_PORT, ISCSI_TCP_PORTS, NVME_PORT
 
 FIELDS = (
@@ -74,9 +75,15 @@ ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write
 RC_ACK = 17  # RC Acknowledge
 RC_SEND_FIRST = 0
 RC_SEND_ONLY = (4, 23)  # SEND Only, SEND Only with Invalidate
-CQE, ICRC = 16, 4
-ROCE_PAYLOAD = 14 + 20 + 8 + 12  # Ethernet, IPv4, UDP, BTH
-SCSI_READ, SCSI_WRITE = {0x28, 0x88}, {0x2A, 0x8A}
+CQE = NVME_CQE
+ROCE_PAYLOAD = ROCE_PAYLOAD_OFFSET
+SCSI_READ, SCSI_WRITE = {0x28, 0x88}, {0x2A, 0x8A}  # READ/WRITE (10) and (16) CDB opcodes
+# iSCSI opcodes (RFC 7143), as the analyser meets them.
+ISCSI_SCSI_COMMAND, ISCSI_SCSI_RESPONSE, ISCSI_DATA_IN = 0x01, 0x21, 0x25
+# SRP information units (T10 SRP).
+SRP_CMD_IU, SRP_RSP_IU = 0x02, 0xC1
+# NVM command set opcodes.
+NVME_WRITE, NVME_READ = 0x01, 0x02
 
 
 @dataclass
@@ -251,8 +258,8 @@ def _inline_capsules(pcap: Path, frames: list[Frame]) -> None:
             cqe = raw[ROCE_PAYLOAD : ROCE_PAYLOAD + CQE]
             completions[number].responses.append(str(int.from_bytes(cqe[12:14], "little")))
             continue
-        sqe = raw[ROCE_PAYLOAD : ROCE_PAYLOAD + 64]
-        if len(sqe) < 64:
+        sqe = raw[ROCE_PAYLOAD : ROCE_PAYLOAD + NVME_SQE]
+        if len(sqe) < NVME_SQE:
             continue
         cid = str(int.from_bytes(sqe[2:4], "little"))
         nsid = str(int.from_bytes(sqe[4:8], "little"))
@@ -314,11 +321,11 @@ def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     seen.add("srp")
     tags = _split(row["srp_rdma.tag"])
     for op, tag in zip(ops, tags, strict=False):
-        if _int(op) == 0x02:
+        if _int(op) == SRP_CMD_IU:
             kind = _scsi_kind(_int(_split(row["srp_rdma.cdb.opcode"])[0]))
             length = sum(int(v) for v in _split(row["srp_rdma.desc.len"]))
             frame.commands.append((tag, kind, length))
-        elif _int(op) == 0xC1:
+        elif _int(op) == SRP_RSP_IU:
             frame.responses.append(tag)
 
 
@@ -329,10 +336,10 @@ def _iscsi(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
         edtl, scsi = _split(row["sanlab_iser.iscsi.edtl"]), _split(row["sanlab_iser.scsi.opcode"])
         for op, itt in zip(ops, itts, strict=False):
             code = _int(op) & 0x3F
-            if code == 0x01 and edtl and scsi:
+            if code == ISCSI_SCSI_COMMAND and edtl and scsi:
                 kind = _scsi_kind(_int(scsi.pop(0)))
                 frame.commands.append((itt, kind, int(edtl.pop(0))))
-            elif code == 0x21:
+            elif code == ISCSI_SCSI_RESPONSE:
                 frame.responses.append(itt)
         return
     ops = _split(row["iscsi.opcode"])
@@ -345,12 +352,12 @@ def _iscsi(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     status_in_data = _split(row["iscsi.scsidata.S"])
     for op, itt in zip(ops, itts, strict=False):
         code = _int(op) & 0x3F
-        if code == 0x25 and status_in_data and status_in_data.pop(0) in ("1", "True"):
+        if code == ISCSI_DATA_IN and status_in_data and status_in_data.pop(0) in ("1", "True"):
             frame.responses.append(itt)  # status collapsed into the last Data-In
-        elif code == 0x01 and edtl:
+        elif code == ISCSI_SCSI_COMMAND and edtl:
             kind = _scsi_kind(_int(scsi.pop(0)) if scsi else -1)
             frame.commands.append((itt, kind, int(edtl.pop(0))))
-        elif code == 0x21:
+        elif code == ISCSI_SCSI_RESPONSE:
             frame.responses.append(itt)
 
 
@@ -383,7 +390,7 @@ def _nvme_command(frame: Frame, cid: str, opcode: int, lengths: list[str], nsids
     """
     length = _int(lengths.pop(0)) if lengths else 0
     nsid = _int(nsids.pop(0)) if nsids else 1
-    kind = "read" if opcode == 0x02 else "write" if opcode == 0x01 else "other"
+    kind = "read" if opcode == NVME_READ else "write" if opcode == NVME_WRITE else "other"
     if nsid in ADMIN_NSIDS:
         kind = "other"
     frame.commands.append((str(_int(cid)), kind, length))

@@ -11,12 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from sanlab.models.wire import Frame, Message, frames_for
+from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes' vocabulary)
+    DIGEST,
+    ISCSI_BHS,
+    ISER_HDR,
+    NVME_CQE,
+    NVME_SQE,
+    NVME_TCP_CMD,
+    NVME_TCP_DATA_HDR,
+    NVME_TCP_RESP,
+    SRP_CMD,
+    SRP_DESC,
+    SRP_RSP,
+)
 
-ISCSI_BHS, DIGEST, ISER_HDR = 48, 4, 28
-SRP_CMD, SRP_DESC, SRP_RSP = 48, 16, 36
 SRP_IMM_OFFSET = 68  # SRP_CMD + room for additional CDB + the 4-byte immediate descriptor
-NVME_SQE, NVME_CQE = 64, 16
-NVME_TCP_CMD, NVME_TCP_RESP, NVME_TCP_DATA_HDR = 72, 24, 24
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-ETH_HDR, ETH_FCS, ETH_GAP = 14, 4, 20
-IPV4, UDP, TCP_TS = 20, 8, 32
-BTH, RETH, AETH, ICRC = 12, 16, 4, 4
-IB_LRH, IB_VCRC = 8, 2
-MPA_LEN, MPA_CRC, DDP_TAGGED, DDP_UNTAGGED = 2, 4, 14, 18
+from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the models' vocabulary)
+    AETH,
+    BTH,
+    DDP_TAGGED,
+    DDP_UNTAGGED,
+    ETH_FCS,
+    ETH_GAP,
+    ETH_HDR,
+    IB_LRH,
+    IB_VCRC,
+    ICRC,
+    IPV4,
+    MPA_CRC,
+    MPA_LEN,
+    RETH,
+    TCP_TS,
+    UDP,
+)
+
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
 
 # Ethernet headers that a QEMU pcap shows versus what the wire carries.

@@ -64,9 +64,32 @@ def planned_points(scenario: Scenario) -> int:
     return sum(len(list(points(scenario, t, target_name(t, i)))) for i, t in enumerate(scenario.targets))
 
 
-def wiring(
+@dataclass(frozen=True)
+class Placement:
+    """Where one target runs: its hosts and addresses, and what its records say of the link."""
+
+    wiring: Wiring
+    fabric: str  # as the transport sees it: 'eth' for TCP transports, whatever the link carries
+    rdma_driver: str | None
+    link_gbps: float | None
+    mtu: int
+
+    def record_base(self, target: Target) -> dict[str, object]:
+        """The fields every record of this target shares."""
+        return {
+            "mode": "emulated",
+            "transport": target.transport,
+            "fabric": self.fabric,
+            "rdma_driver": self.rdma_driver,
+            "target_stack": target.stack,
+            "link_gbps": self.link_gbps,
+            "mtu": self.mtu,
+        }
+
+
+def place(
     scenario: Scenario, target: Target, hosts: Mapping[str, Host], addresses: dict[tuple[str, str], str]
-) -> tuple[Wiring, str, str | None, float | None, int]:
+) -> Placement:
     found = target_link(scenario, target)
     if found is None:
         raise SanlabError(f"target on {target.host!r} has no link")
@@ -84,8 +107,8 @@ def wiring(
     )
     rate = link.rate / 1e9 if link.rate else None
     if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
-        return wire, "eth", None, rate, link.mtu
-    return wire, link.fabric, driver, rate, link.mtu
+        return Placement(wire, "eth", None, rate, link.mtu)
+    return Placement(wire, link.fabric, driver, rate, link.mtu)
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -160,16 +183,8 @@ def run(
     total = sum(len(cells) for _, _, cells in todo)
     done = 0
     for target, name, cells in todo:
-        wire, fabric, driver, rate, mtu = wiring(scenario, target, hosts, addresses)
-        base: dict[str, object] = {
-            "mode": "emulated",
-            "transport": target.transport,
-            "fabric": fabric,
-            "rdma_driver": driver,
-            "target_stack": target.stack,
-            "link_gbps": rate,
-            "mtu": mtu,
-        }
+        placement = place(scenario, target, hosts, addresses)
+        wire, base = placement.wiring, placement.record_base(target)
         run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total, sink)
         attempt = run_target()
         if doctor is not None and any(r.error for r in attempt):
