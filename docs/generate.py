@@ -1,0 +1,141 @@
+"""Write the documentation pages and pictures that come from the code, before `mkdocs build`.
+
+- ``docs/reference/scenarios.md``: every section and field of a scenario
+  file, from ``scenarios/schema.json`` (the schema the loader enforces).
+- ``docs/reference/cli.md``: every command's ``--help``, from the click
+  commands themselves.
+- ``docs/generated/ladder-nvme-rdma.svg``: one I/O of a golden capture,
+  drawn by the analyser (needs tshark).
+- ``docs/generated/sweep-pareto.png``: a sweep of the shipped spec, by MVA.
+
+Nothing here is hand-maintained, so the site cannot drift from the code.
+
+    python docs/generate.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+ORDER = ["Scenario", "Host", "Link", "Target", "Chap", "Workload", "Projection"]
+
+
+def _type(spec: dict[str, Any]) -> str:
+    if "$ref" in spec:
+        name = spec["$ref"].rsplit("/", 1)[1]
+        return f"[{name}](#{name.lower()})"
+    if "enum" in spec:
+        return " \\| ".join(f"`{v}`" for v in spec["enum"])
+    if "const" in spec:
+        return f"`{spec['const']}`"
+    if "anyOf" in spec:
+        return " or ".join(_type(s) for s in spec["anyOf"] if s.get("type") != "null")
+    if spec.get("type") == "array":
+        return f"list of {_type(spec.get('items', {}))}"
+    return str(spec.get("type", "any"))
+
+
+def _limits(spec: dict[str, Any]) -> str:
+    from sanlab.scenarios.schema import PATTERN_HINTS
+
+    parts = []
+    for key, word in (
+        ("minimum", "≥"),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "≤"),
+        ("exclusiveMaximum", "<"),
+    ):
+        if key in spec:
+            parts.append(f"{word} {spec[key]}")
+    for key, word in (("minItems", "at least"), ("maxItems", "at most"), ("minLength", "length ≥")):
+        if key in spec:
+            parts.append(f"{word} {spec[key]}")
+    if "pattern" in spec:
+        parts.append(PATTERN_HINTS.get(spec["pattern"], f"`{spec['pattern']}`"))
+    for option in spec.get("anyOf", []):
+        parts += [p for p in [_limits(option)] if p]
+    return "; ".join(parts)
+
+
+def scenario_reference() -> str:
+    schema = json.loads((REPO / "scenarios" / "schema.json").read_text())
+    models = {"Scenario": schema, **schema["$defs"]}
+    lines = [
+        "# Scenario files",
+        "",
+        "Generated from `scenarios/schema.json` by `docs/generate.py`. `sanlab validate FILE` checks a",
+        "file against exactly this, and more: the rules between fields below the tables.",
+        "",
+    ]
+    for name in ORDER:
+        model = models[name]
+        lines += [f"## {name}", "", (model.get("description") or "").strip(), ""]
+        lines += ["| field | type | default | limits |", "|---|---|---|---|"]
+        required = set(model.get("required", []))
+        for field, spec in model["properties"].items():
+            default = "required" if field in required else f"`{json.dumps(spec.get('default'))}`"
+            lines.append(f"| `{field}` | {_type(spec)} | {default} | {_limits(spec)} |")
+        lines.append("")
+    lines += ["## Fields, ranges and rules", "", '--8<-- "scenarios/README.md"', ""]
+    return "\n".join(lines)
+
+
+def cli_reference() -> str:
+    from sanlab.main import cli
+
+    lines = ["# Command line", "", "Generated from the commands themselves by `docs/generate.py`.", ""]
+    for path, command in _commands(cli, ["sanlab"]):
+        with click.Context(command, info_name=" ".join(path)) as ctx:
+            lines += [f"## `{' '.join(path)}`", "", "```text", command.get_help(ctx), "```", ""]
+    return "\n".join(lines)
+
+
+def _commands(command: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
+    found = [(path, command)]
+    if isinstance(command, click.Group):
+        for name in sorted(command.commands):
+            found += _commands(command.commands[name], [*path, name])
+    return found
+
+
+def ladder(out: Path) -> None:
+    from sanlab.dissectors import pictures
+    from sanlab.dissectors.analyze import analyze
+
+    result = analyze(REPO / "tests" / "golden" / "nvme-rdma-rxe.pcap")
+    io = next(i for i in result.ios if i.op == "read" and i.nbytes == 16384)
+    pictures.ladder(io, out / "ladder-nvme-rdma.svg")
+
+
+def sweep_chart(out: Path) -> None:
+    from sanlab.models.sweep import SweepSpec, expand
+    from sanlab.models.sweep_run import run_sweep
+    from sanlab.scenarios.yamlfile import load_yaml
+
+    data = load_yaml(REPO / "scenarios" / "sweeps" / "two-million.yaml") | {"solver": "mva"}
+    grid = expand(SweepSpec.model_validate(data))
+    with tempfile.TemporaryDirectory() as tmp:
+        run_sweep(grid, Path(tmp) / "sweep", workers=0)
+        (out / "sweep-pareto.png").write_bytes((Path(tmp) / "sweep" / "pareto.png").read_bytes())
+
+
+def main() -> None:
+    (DOCS / "reference").mkdir(exist_ok=True)
+    (DOCS / "generated").mkdir(exist_ok=True)
+    (DOCS / "reference" / "scenarios.md").write_text(scenario_reference())
+    (DOCS / "reference" / "cli.md").write_text(cli_reference())
+    ladder(DOCS / "generated")
+    sweep_chart(DOCS / "generated")
+    print(f"wrote {DOCS / 'reference'} and {DOCS / 'generated'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""The documentation site: generated, built strictly, every link and image resolving, seen in Chromium.
+
+`docs/generate.py` writes the references and pictures from the code, then
+`mkdocs build --strict` builds the site; every relative link and image of
+every page must resolve to a file of the built site.  Headless Chromium then
+opens the home, model and scenario-reference pages, and their screenshots
+are kept in runs/docs-screenshots/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from support import REPO, require_tool
+
+pytestmark = pytest.mark.tshark
+SCREENSHOTS = REPO / "runs" / "docs-screenshots"
+KEY_PAGES = ["index.html", "model.html", "reference/scenarios.html", "concepts.html"]
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.targets: list[tuple[str, str]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if value and (name, tag) in (("href", "a"), ("href", "link"), ("src", "img"), ("src", "script")):
+                self.targets.append((tag, value))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    require_tool("tshark")
+    out = tmp_path_factory.mktemp("site")
+    generated = subprocess.run(
+        [sys.executable, "docs/generate.py"], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert generated.returncode == 0, generated.stderr[-3000:]
+    mkdocs = Path(sys.executable).with_name("mkdocs")
+    built = subprocess.run(
+        [str(mkdocs), "build", "--strict", "-d", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    return out
+
+
+def test_every_page_is_built(site):
+    for page in KEY_PAGES + ["getting-started.html", "reference/cli.html", "targets.html", "dissectors.html"]:
+        assert (site / page).is_file(), page
+
+
+def test_no_broken_link_or_missing_image(site):
+    broken = []
+    for page in site.rglob("*.html"):
+        parser = _Links()
+        parser.feed(page.read_text())
+        for tag, target in parser.targets:
+            url = urlparse(target)
+            if url.scheme or target.startswith(("#", "mailto:")):
+                continue
+            path = unquote(url.path)
+            base = site if path.startswith("/") else page.parent  # 404.html links from the site root
+            resolved = (base / path.lstrip("/")).resolve() if path else page
+            if not resolved.exists():
+                broken.append(f"{page.relative_to(site)}: <{tag}> {target}")
+    assert not broken, "\n".join(broken)
+
+
+def test_the_references_come_from_the_code(site):
+    scenarios = (site / "reference" / "scenarios.html").read_text()
+    assert "verify_size" in scenarios and "rdma_driver" in scenarios
+    cli = (site / "reference" / "cli.html").read_text()
+    for command in ("sanlab sweep", "sanlab lab capture", "sanlab analyze", "sanlab run"):
+        assert command in cli, command
+
+
+@pytest.mark.parametrize("page", KEY_PAGES)
+def test_a_real_browser_shows_the_page(site, page):
+    chromium = shutil.which("chromium") or require_tool("chromium")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / (re.sub(r"[/.]", "-", page.removesuffix(".html")) + ".png")
+    shot.unlink(missing_ok=True)
+    common = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--window-size=1280,1000",
+    ]
+    url = (site / page).as_uri()
+    taken = subprocess.run(
+        [*common, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120
+    )
+    assert taken.returncode == 0 and shot.stat().st_size > 30_000, taken.stderr[-2000:]
+    dom = subprocess.run([*common, "--dump-dom", url], capture_output=True, text=True, timeout=120).stdout
+    assert "sanlab" in dom and "<article" in dom  # the page's content rendered, not an error page
+    for image in re.findall(r'<img[^>]+src="([^"]+)"', dom):
+        assert (site / page).parent.joinpath(unquote(image)).resolve().is_file(), image
+    print(f"screenshot of {page}: {shot}")
