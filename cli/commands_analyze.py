@@ -17,7 +17,9 @@ from sanlab.validation import writable_dir
 
 @click.command()
 @click.argument("pcap", type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print {'transport': ..., 'groups': [...]} only.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print {'transport', 'groups', 'others', 'totals'} only."
+)
 @click.option(
     "--decode-as",
     multiple=True,
@@ -46,10 +48,12 @@ def analyze(
 ) -> None:
     """Turn a capture into per-I/O wire recipes and latencies.
 
-    I/Os are grouped by (op, bytes); each group shows frames, captured bytes,
-    transport ACKs and round trips per I/O, and command-to-response latency
-    as seen on the wire.  Best on queue-depth-1 captures, where I/Os do not
-    overlap (overlaps are counted).
+    Every frame is given to one I/O, by the protocols' own keys (iSCSI task
+    tags, SRP tags, NVMe command IDs, R_Keys/STags, PSNs, TCP byte ranges),
+    or to a named kind of other traffic, so captures at any queue depth
+    work and the totals add up to the capture.  I/Os are grouped by (op,
+    bytes); each group shows frames, captured bytes, transport ACKs and
+    round trips per I/O, and command-to-response latency on the wire.
 
     \b
     Example:
@@ -72,8 +76,8 @@ def analyze(
         click.echo(json.dumps(result.document(), indent=2))
         return
     click.echo(
-        f"{pcap}: {result.transport} over {result.fabric}"
-        + (f" ({result.overlapping_ios} overlapping I/Os)" if result.overlapping_ios else "")
+        f"{pcap}: {result.transport} over {result.fabric}, up to {result.max_in_flight} I/Os in flight; "
+        f"{result.frames:,} frames, {result.bytes:,} bytes"
     )
     click.echo(
         f"{'op':<6} {'bytes':>6} {'count':>6} {'frames':>7} {'wire B':>8} {'acks':>5} "
@@ -85,6 +89,8 @@ def analyze(
             f"{g.wire_bytes_per_io:>8.0f} {g.ack_frames_per_io:>5.2f} {g.round_trips_per_io:>4.1f} "
             f"{g.lat_mean_us:>8.0f} {g.lat_p99_us:>8.0f}"
         )
+    if result.others:
+        click.echo("other traffic: " + ", ".join(f"{t.name} {t.frames} frames" for t in result.others))
 
 
 def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:

@@ -94,6 +94,18 @@ fn.sgl_key = ProtoField.uint32("sanlab_nvmeof.sgl_key", "SGL key", base.HEX)
 fn.sq_head = ProtoField.uint16("sanlab_nvmeof.sqhd", "SQ head")
 fn.status = ProtoField.uint16("sanlab_nvmeof.status", "Status", base.HEX)
 fn.kind = ProtoField.string("sanlab_nvmeof.kind", "Capsule")
+-- Connection private data (NVMe/RDMA transport binding: the RDMA_CM REQ/REP/REJ layouts).
+fn.cm_recfmt = ProtoField.uint16("sanlab_nvmeof.cm.recfmt", "Record format", base.DEC)
+fn.cm_qid = ProtoField.uint16("sanlab_nvmeof.cm.qid", "Queue ID (0: admin)", base.DEC)
+fn.cm_hrqsize = ProtoField.uint16("sanlab_nvmeof.cm.hrqsize", "Host receive queue size", base.DEC)
+fn.cm_hsqsize = ProtoField.uint16("sanlab_nvmeof.cm.hsqsize", "Host send queue size (0-based)", base.DEC)
+fn.cm_cntlid = ProtoField.uint16("sanlab_nvmeof.cm.cntlid", "Controller ID", base.HEX)
+fn.cm_crqsize = ProtoField.uint16("sanlab_nvmeof.cm.crqsize", "Controller receive queue size", base.DEC)
+fn.cm_sts = ProtoField.uint16("sanlab_nvmeof.cm.sts", "Reject status", base.HEX)
+-- iSER's CM REQ header (RFC 7145 section 9.1 as Linux sends it): one flags byte.
+fi.cm_flags = ProtoField.uint8("sanlab_iser.cm.flags", "iSER CM flags", base.HEX)
+fi.cm_zbva = ProtoField.bool("sanlab_iser.cm.zbva_not_supported", "Zero-based VA not supported", 8, nil, 0x80)
+fi.cm_sie = ProtoField.bool("sanlab_iser.cm.send_inv_not_supported", "Send with Invalidate not supported", 8, nil, 0x40)
 
 local e_short = ProtoExpert.new("sanlab_iwarp.short", "Truncated iWARP frame",
   expert.group.MALFORMED, expert.severity.ERROR)
@@ -181,6 +193,31 @@ local function dissect_nvme(tvb, pinfo, root)
   return "NVMe (short)"
 end
 
+-- NVMe/RDMA connection private data: which queue, and how deep.
+local function cm_nvme(p, root, kind)
+  local need = { req = 10, rep = 4, rej = 4 }
+  if p:len() < need[kind] then return end
+  local t = root:add(nvmeof, p())
+  t:add_le(fn.cm_recfmt, p(0, 2))
+  if kind == "req" then
+    t:add_le(fn.cm_qid, p(2, 2)); t:add_le(fn.cm_hrqsize, p(4, 2)); t:add_le(fn.cm_hsqsize, p(6, 2))
+    t:add_le(fn.cm_cntlid, p(8, 2))
+  elseif kind == "rep" then
+    t:add_le(fn.cm_crqsize, p(2, 2))
+  else
+    t:add_le(fn.cm_sts, p(2, 2))
+  end
+end
+
+-- iSER CM REQ private data: the flags byte (the REP carries none in Linux).
+local function cm_iser(p, root, kind)
+  if kind ~= "req" or p:len() < 4 or bit.band(p(0, 1):uint(), 0x3f) ~= 0 then return false end
+  local t = root:add(iser, p(0, 4))
+  local flags = t:add(fi.cm_flags, p(0, 1))
+  flags:add(fi.cm_zbva, p(0, 1)); flags:add(fi.cm_sie, p(0, 1))
+  return true
+end
+
 -- One FPDU at the start of tvb; returns its length on the wire (0: incomplete).
 local function dissect_fpdu(tvb, pinfo, root, crc)
   local len = tvb:len()
@@ -237,6 +274,14 @@ local function dissect_mpa_frame(tvb, pinfo, root, key)
     t:add(f.mpa_ird, tvb(20, 2)); t:add(f.mpa_ord, tvb(22, 2))
   end
   if pd > 0 then t:add(f.mpa_pd, tvb(20, pd)) end
+  local consumer = (rev == 2 and pd >= 4) and 24 or 20
+  local rest = 20 + pd - consumer
+  if rest > 0 then
+    local reject = bit.band(tvb(16, 1):uint(), 0x20) ~= 0
+    local kind = reject and "rej" or (key == KEY_REQ and "req" or "rep")
+    local p = tvb(consumer, rest):tvb()
+    if ulp_port(pinfo) == "nvme" then cm_nvme(p, root, kind) else cm_iser(p, root, kind) end
+  end
   crc_on[stream_key(pinfo)] = bit.band(tvb(16, 1):uint(), 0x40) ~= 0
   pinfo.cols.protocol = "iWARP"
   pinfo.cols.info = string.format("MPA %s (rev %d)%s", key == KEY_REQ and "Request" or "Reply", rev,
@@ -292,3 +337,20 @@ function on_4420.dissector(tvb, pinfo, root)
   return nvme_tcp:call(tvb, pinfo, root)
 end
 if nvme_tcp then tcp_port:add(NVME_PORT, on_4420) end
+
+-- iSER and NVMe/RDMA over InfiniBand/RoCE: a CM REQ to port 3260 or 4420 carries the
+-- same private data as the MPA request.  The port comes from the RDMA/CM (IP CM)
+-- service ID, so Wireshark has parsed that header and hands over the consumer part.
+-- Wireshark 4.0 decodes neither (its nvme-rdma only the REP).
+local cm_dport = Field.new("infiniband.cm.req.serviceid.dport")
+local function cm_private(tvb, pinfo, root)
+  local dport = cm_dport()
+  if not dport or tvb:len() < 4 then return false end
+  if dport.value == ISER_PORT then return cm_iser(tvb, root, "req") end
+  if dport.value == NVME_PORT and tvb:len() >= 10 and tvb(0, 2):le_uint() == 0 then
+    cm_nvme(tvb, root, "req")
+    return true
+  end
+  return false
+end
+pcall(function() nvmeof:register_heuristic("infiniband.mad.cm.private", cm_private) end)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sanlab.dissectors.analyze import Frame, Io
+from sanlab.dissectors.attribute import Io
+from sanlab.dissectors.frames import Frame
 
 # A picture with more arrows than this merges runs of alike frames.
 MAX_ARROWS = 40

@@ -7,11 +7,16 @@ from the repository root after changing the guest or the stacks:
     python tests/golden/make_captures.py [NAME ...]
 
 The pcaps are written next to this file; keep them small (a few I/Os).
+``NAME-qd4`` captures keep four I/Os in flight (16 of each kind) in a
+window of LBAs no kernel probe touches, and keep fio's own evidence beside
+the pcap (``NAME-qd4.fio.json``): the I/Os fio issued and every I/O's
+offset and completion latency from its latency log.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -36,10 +41,14 @@ CAPTURES = {
 }
 # Four I/Os of each kind: 4k and 16k reads and writes, one at a time (QD1).
 IOS = [("randread", "4k"), ("randwrite", "4k"), ("randread", "16k"), ("randwrite", "16k")]
+QD4_IOS, QD4_DEPTH = 16, 4
+# QD4 I/Os stay in [2 MiB, 6 MiB) of the 8 MiB LUN, away from the partition probes.
+QD4_OFFSET, QD4_SPAN = 2 << 20, 4 << 20
 
 
 def capture(name: str) -> Path:
-    fabric, driver, stack, transport = CAPTURES[name]
+    pair = name.removesuffix("-qd4")
+    fabric, driver, stack, transport = CAPTURES[pair]
     scenario = parse_scenario(
         {
             "hosts": [{"name": "initiator", "role": "initiator"}, {"name": "target", "role": "target"}],
@@ -77,28 +86,52 @@ def capture(name: str) -> Path:
                 "fabric",
             )
             with exported(scenario.targets[0], "golden", wire) as devices:
-                for rw, bs in IOS:
-                    i.run(
-                        f"fio --name=g --filename={devices[0]} --direct=1 --ioengine=libaio "
-                        f"--rw={rw} --bs={bs} --iodepth=1 --number_ios=4 --size=1m "
-                        f"--randseed=7 --output-format=terse",
-                        timeout=300,
-                    ).check()
+                if name.endswith("-qd4"):
+                    evidence = [_queued_ios(i, devices[0], rw, bs) for rw, bs in IOS]
+                    (HERE / f"{name}.fio.json").write_text(json.dumps(evidence, indent=1) + "\n")
+                else:
+                    for rw, bs in IOS:
+                        i.run(
+                            f"fio --name=g --filename={devices[0]} --direct=1 --ioengine=libaio "
+                            f"--rw={rw} --bs={bs} --iodepth=1 --number_ios=4 --size=1m "
+                            f"--randseed=7 --output-format=terse",
+                            timeout=300,
+                        ).check()
         out = HERE / f"{name}.pcap"
         shutil.copy(Path(tmp) / "fabric.pcap", out)
     print(f"{out}: {out.stat().st_size} bytes")
     return out
 
 
+def _queued_ios(host, device: str, rw: str, bs: str) -> dict[str, object]:
+    """Run one fio job at QD4 and return what fio says it did, I/O by I/O."""
+    host.run("rm -f /tmp/g_*.log", timeout=30).check()
+    run = host.run(
+        f"fio --name=g --filename={device} --direct=1 --ioengine=libaio --rw={rw} --bs={bs} "
+        f"--iodepth={QD4_DEPTH} --number_ios={QD4_IOS} --offset={QD4_OFFSET} --size={QD4_SPAN} "
+        "--randseed=7 --write_lat_log=/tmp/g --log_offset=1 --output-format=json",
+        timeout=300,
+    ).check()
+    job = json.loads(run.stdout[run.stdout.index("{") :])["jobs"][0]
+    op = "read" if "read" in rw else "write"
+    log = host.run("cat /tmp/g_lat.1.log", timeout=30).check().stdout
+    ios = [
+        {"offset": int(cols[4]), "bytes": int(cols[3]), "lat_ns": int(cols[1])}
+        for cols in (line.replace(" ", "").split(",") for line in log.splitlines() if line.strip())
+    ]
+    return {"op": op, "bs": bs, "iodepth": QD4_DEPTH, "total_ios": job[op]["total_ios"], "ios": ios}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", metavar="NAME", help=f"some of: {', '.join(CAPTURES)}")
+    names = [*CAPTURES, *(f"{n}-qd4" for n in CAPTURES)]
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"some of: {', '.join(names)}")
     args = parser.parse_args()
-    unknown = [n for n in args.names if n not in CAPTURES]
+    unknown = [n for n in args.names if n not in names]
     if unknown:
-        parser.error(f"unknown capture {unknown[0]!r} (choose from {', '.join(CAPTURES)})")
+        parser.error(f"unknown capture {unknown[0]!r} (choose from {', '.join(names)})")
     build_image(print)
-    for name in args.names or CAPTURES:
+    for name in args.names or names:
         capture(name)
 
 
