@@ -218,7 +218,8 @@ local function cm_iser(p, root, kind)
   return true
 end
 
--- One FPDU at the start of tvb; returns its length on the wire (0: incomplete).
+-- One FPDU at the start of tvb; returns its length on the wire, or minus the bytes
+-- still missing when the FPDU runs past the segment (the caller asks TCP for them).
 local function dissect_fpdu(tvb, pinfo, root, crc)
   local len = tvb:len()
   if len < 2 then return -1 end
