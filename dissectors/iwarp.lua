@@ -16,6 +16,17 @@
 -- hands every other stream back to NVMe/TCP - with its TCP reassembly
 -- budget restored, which a dissector called one layer down would lose.
 
+-- The READ/WRITE CDB decoding shared with the other plugin (scsi.lua beside this file,
+-- named sanlab-scsi.lua once installed).
+local sanlab_scsi = (function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or ""
+  for _, name in ipairs({ "scsi.lua", "sanlab-scsi.lua" }) do
+    local ok, module = pcall(dofile, here .. name)
+    if ok and type(module) == "table" then return module end
+  end
+  return { read_write = function() return nil end }
+end)()
+
 local iwarp = Proto("sanlab_iwarp", "iWARP (MPA/DDP/RDMAP)")
 local iser = Proto("sanlab_iser", "iSER over iWARP")
 local nvmeof = Proto("sanlab_nvmeof", "NVMe-oF over iWARP")
@@ -145,17 +156,9 @@ local function dissect_iser(tvb, pinfo, root)
   if op == 0x01 then
     t:add(fi.edtl, bhs(20, 4))
     local cdb = bhs(32, 16)
-    local sop = cdb(0, 1):uint()
     t:add(fi.scsi_op, cdb(0, 1))
-    if sop == 0x28 or sop == 0x2a then
-      t:add(fi.lba, cdb(2, 4), UInt64(cdb(2, 4):uint())); t:add(fi.xfer, cdb(7, 2))
-      text = string.format("%s %s LBA %d len %d", text, sop == 0x28 and "READ(10)" or "WRITE(10)",
-        cdb(2, 4):uint(), cdb(7, 2):uint())
-    elseif sop == 0x88 or sop == 0x8a then
-      t:add(fi.lba, cdb(2, 8)); t:add(fi.xfer, cdb(10, 4))
-      text = string.format("%s %s LBA %s len %d", text, sop == 0x88 and "READ(16)" or "WRITE(16)",
-        tostring(cdb(2, 8):uint64()), cdb(10, 4):uint())
-    end
+    local rw = sanlab_scsi.read_write(cdb, t, fi.lba, fi.xfer)
+    if rw then text = text .. " " .. rw end
   elseif op == 0x21 then
     t:add(fi.status, bhs(3, 1))
     text = string.format("%s status 0x%02x", text, bhs(3, 1):uint())

@@ -7,7 +7,7 @@ import shutil
 from importlib import resources
 from pathlib import Path
 
-PLUGINS = ("srp.lua", "iwarp.lua")
+PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua")  # scsi.lua: the CDB decoding both others use
 
 
 def plugin_dir() -> Path:

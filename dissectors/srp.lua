@@ -11,6 +11,17 @@
 --
 -- Filter prefix: srp_rdma.  sanlab: `sanlab dissectors install`.
 
+-- The READ/WRITE CDB decoding shared with the other plugin (scsi.lua beside this file,
+-- named sanlab-scsi.lua once installed).
+local sanlab_scsi = (function()
+  local here = debug.getinfo(1, "S").source:match("^@(.*[/\\])") or ""
+  for _, name in ipairs({ "scsi.lua", "sanlab-scsi.lua" }) do
+    local ok, module = pcall(dofile, here .. name)
+    if ok and type(module) == "table" then return module end
+  end
+  return { read_write = function() return nil end }
+end)()
+
 local srp = Proto("srp_rdma", "SCSI RDMA Protocol (SRP)")
 
 local OP = {
@@ -123,17 +134,7 @@ local function dissect_cdb(tvb, offset, tree, pinfo)
   local item = tree:add(f.cdb, cdb)
   local op = cdb(0, 1):uint()
   item:add(f.cdb_opcode, cdb(0, 1))
-  local name = cdb_names[op] or string.format("0x%02x", op)
-  if op == 0x28 or op == 0x2a then
-    item:add(f.lba, cdb(2, 4), UInt64(cdb(2, 4):uint()))
-    item:add(f.xfer_len, cdb(7, 2))
-    return string.format("%s LBA %d len %d", name, cdb(2, 4):uint(), cdb(7, 2):uint())
-  elseif op == 0x88 or op == 0x8a then
-    item:add(f.lba, cdb(2, 8))
-    item:add(f.xfer_len, cdb(10, 4))
-    return string.format("%s LBA %s len %d", name, tostring(cdb(2, 8):uint64()), cdb(10, 4):uint())
-  end
-  return name
+  return sanlab_scsi.read_write(cdb, item, f.lba, f.xfer_len) or cdb_names[op] or string.format("0x%02x", op)
 end
 
 local function dissect_descriptors(tvb, offset, tree, fmt, count, pinfo)
