@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import sys
@@ -16,6 +17,7 @@ from sanlab.emulator import images as guest_images
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import (
     Lab,
+    capture_file,
     check_lab_name,
     follow_capture,
     lab_name,
@@ -27,6 +29,7 @@ from sanlab.emulator.lab import (
     stop_lab,
     vm_alive,
 )
+from sanlab.lab_targets import SCENARIO_COPY, stop_all
 from sanlab.scenarios.errors import SanlabError
 from sanlab.validation import fail, load_checked
 
@@ -107,6 +110,7 @@ def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None)
         name = check_lab_name(name) if name is not None else lab_name(scenario.stem)
         loaded = load_checked(scenario)
         run_dir = new_run_dir(name)
+        shutil.copyfile(scenario, run_dir / SCENARIO_COPY)  # what lab export will configure
         handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None, snaplen)
         signal.signal(signal.SIGTERM, _interrupt)
         try:
@@ -121,6 +125,7 @@ def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None)
         sys.exit(130)
     click.echo(f"lab {name} is up; run directory {run_dir}")
     click.echo(f"  sanlab lab exec {name} HOST -- CMD...   |   sanlab lab down {name}")
+    click.echo(f"  sanlab lab export {name}   |   sanlab lab connect {name} TARGET")
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -157,7 +162,7 @@ def _agent(name: str, host: str) -> AgentClient:
 @click.argument("name")
 @click.argument("host")
 def lab_console(name: str, host: str) -> None:
-    """Attach to HOST's serial console (a root shell is not started; Ctrl-] leaves)."""
+    """Attach to HOST's serial console: a root shell (press Enter for a prompt; Ctrl-] leaves)."""
     try:
         live_agent_path(name, host)
         path = read_state(name)["hosts"][host]["console"]
@@ -184,7 +189,8 @@ def lab_console(name: str, host: str) -> None:
 @lab.command("capture")
 @click.argument("name")
 @click.argument("link")
-def lab_capture(name: str, link: str) -> None:
+@click.option("--path", "path_only", is_flag=True, help="Print the capture file's path instead.")
+def lab_capture(name: str, link: str, path_only: bool) -> None:
     """Stream LINK's packets as pcap on stdout, live, for Wireshark or tshark.
 
     The lab must have been brought up with --capture.  The stream starts
@@ -196,6 +202,12 @@ def lab_capture(name: str, link: str) -> None:
       sanlab lab capture pair-rxe fabric | wireshark $(sanlab dissectors args) -k -i -
       sanlab lab capture pair-rxe fabric | tshark $(sanlab dissectors args) -i -
     """
+    if path_only:
+        try:
+            click.echo(capture_file(name, link))
+        except SanlabError as exc:
+            raise click.ClickException(str(exc)) from None
+        return
     if sys.stdout.isatty():
         raise click.ClickException("stdout is a terminal: pipe it into wireshark -k -i - or tshark -i -")
     out = sys.stdout.buffer
@@ -235,8 +247,10 @@ def lab_list() -> None:
 @lab.command("down")
 @click.argument("name")
 def lab_down(name: str) -> None:
-    """Stop every VM of lab NAME (works from any shell); console logs stay."""
+    """Undo its exported targets, stop every VM of lab NAME (works from any shell); logs stay."""
     try:
+        for held in stop_all(name):
+            click.echo(f"target {held}: undone")
         pids, dead = stop_lab(name)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None

@@ -8,6 +8,7 @@ from sanlab import __version__
 from sanlab.commands_analyze import analyze
 from sanlab.commands_dissect import dissectors
 from sanlab.commands_lab import images, lab
+from sanlab.commands_lab_targets import lab_export  # noqa: F401 - adds export, connect, fio… to lab
 from sanlab.commands_model import calibrate, model
 from sanlab.commands_run import run
 from sanlab.commands_sweep import sweep

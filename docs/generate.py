@@ -7,6 +7,8 @@
 - ``docs/generated/ladder-nvme-rdma.svg``: one I/O of a golden capture,
   drawn by the analyser (needs tshark).
 - ``docs/generated/sweep-pareto.png``: a sweep of the shipped spec, by MVA.
+- ``docs/generated/ladder-iscsi-read.svg`` and ``lab-project-100g.png``: the
+  labs' diagrams, from a golden capture and from ``sanlab model``.
 
 Nothing here is hand-maintained, so the site cannot drift from the code.
 
@@ -115,6 +117,56 @@ def ladder(out: Path) -> None:
     pictures.ladder(io, out / "ladder-nvme-rdma.svg")
 
 
+def lab_pictures(out: Path) -> None:
+    """The labs' diagrams: lab 1's read, drawn from a golden capture; lab 6's projections."""
+    from sanlab.dissectors import pictures
+    from sanlab.dissectors.analyze import analyze
+
+    result = analyze(REPO / "tests" / "golden" / "iscsi-tcp.pcap")
+    io = next(i for i in result.ios if i.op == "read" and i.nbytes == 4096)
+    pictures.ladder(io, out / "ladder-iscsi-read.svg")
+    project_chart(out / "lab-project-100g.png")
+
+
+# Lab 6's set-ups: (label, options of sanlab model).
+LAB6 = [
+    ("4k, 1 job", {"bs": "4k", "numjobs": 1}),
+    ("4k, 8 jobs", {"bs": "4k", "numjobs": 8}),
+    ("4k, 8 jobs, 4 cores", {"bs": "4k", "numjobs": 8, "cores": 4}),
+    ("64k, 8 jobs", {"bs": "64k", "numjobs": 8}),
+    ("64k, 8 jobs, 200G", {"bs": "64k", "numjobs": 8, "link-gbps": 200}),
+]
+
+
+def project_chart(path: Path) -> None:
+    import subprocess
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    base = {"transport": "nvme-rdma", "fabric": "roce", "link-gbps": 100, "rw": "randread", "iodepth": 32}
+    rows = []
+    for label, options in LAB6:
+        argv = [sys.executable, "-m", "sanlab", "model", "--json"]
+        for key, value in (base | options).items():
+            argv += [f"--{key}", str(value)]
+        run = subprocess.run(argv, capture_output=True, text=True, check=True)
+        record = json.loads(run.stdout)["results"][0]
+        rows.append((label, record["iops"], record["bottleneck"]))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    bars = ax.barh([r[0] for r in rows], [r[1] / 1e6 for r in rows], color="#4a7ab0")
+    for bar, (_, _, bottleneck) in zip(bars, rows, strict=True):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f"  {bottleneck}", va="center")
+    ax.set_xlabel("projected IOPS (millions), NVMe/RDMA randread QD32, modern-100g")
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(r[1] for r in rows) / 1e6 * 1.35)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def sweep_chart(out: Path) -> None:
     from sanlab.models.sweep import SweepSpec, expand
     from sanlab.models.sweep_run import run_sweep
@@ -133,6 +185,7 @@ def main() -> None:
     (DOCS / "reference" / "scenarios.md").write_text(scenario_reference())
     (DOCS / "reference" / "cli.md").write_text(cli_reference())
     ladder(DOCS / "generated")
+    lab_pictures(DOCS / "generated")
     sweep_chart(DOCS / "generated")
     print(f"wrote {DOCS / 'reference'} and {DOCS / 'generated'}", file=sys.stderr)
 

@@ -53,6 +53,11 @@ class AgentClient:
         self._buffer = b""
         self._next = 1
 
+    @property
+    def name(self) -> str:
+        """The lab host it reaches, so that an agent client is a targets ``Host`` too."""
+        return self.host
+
     def close(self) -> None:
         if self._sock:
             self._sock.close()

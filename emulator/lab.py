@@ -349,12 +349,8 @@ def live_agent_path(name: str, host: str) -> Path:
     return Path(entry["agent"])
 
 
-def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]:
-    """The pcap of ``link`` from its first byte, then whatever QEMU appends, while the lab runs.
-
-    QEMU's filter-dump writes a classic pcap as frames pass, so following
-    the file gives a live stream that Wireshark or tshark read from a pipe.
-    """
+def capture_file(name: str, link: str) -> Path:
+    """Where QEMU writes the pcap of ``link`` of a running lab."""
     state = read_state(name)
     captures = state.get("captures") or {}
     if link not in captures:
@@ -362,7 +358,17 @@ def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]
         if not captures:
             raise SanlabError(f"lab {name!r} was not started with --capture: 'sanlab lab up ... --capture'")
         raise SanlabError(f"lab {name!r} has no captured link {link!r} (links: {', '.join(links)})")
-    path = Path(captures[link])
+    return Path(captures[link])
+
+
+def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]:
+    """The pcap of ``link`` from its first byte, then whatever QEMU appends, while the lab runs.
+
+    QEMU's filter-dump writes a classic pcap as frames pass, so following
+    the file gives a live stream that Wireshark or tshark read from a pipe.
+    """
+    path = capture_file(name, link)
+    state = read_state(name)
     with open(path, "rb") as handle:
         while True:
             chunk = handle.read(1 << 16)

@@ -216,7 +216,7 @@ def _run_target(
         say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
         with exported(target, name, wire, _prefixed(say, name)) as devices:
             for p in cells:
-                rec = _run_point(p, devices[0], wire, raw_dir, base)
+                rec = run_point(p, devices[0], wire, raw_dir, base)
                 records.append(rec)
                 sink.add(rec)
                 outcome = (
@@ -298,7 +298,7 @@ def verify_size(p: Point) -> int:
     return size - size % p.bs
 
 
-def _run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
+def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
     verify = p.workload.verify != "off"
     size = verify_size(p)
     if size < p.bs:

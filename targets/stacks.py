@@ -37,7 +37,26 @@ class Wiring:
     link: str  # the scenario's name for the cable between them
 
 
-Recipe = Callable[[ExitStack, Target, str, Wiring, Say], list[str]]
+# What the export half tells the connect half (JSON-able, so that a lab can keep
+# a target exported in one process and connect to it from another).
+Exported = dict[str, str]
+Export = Callable[[ExitStack, Target, str, Wiring, Say], Exported]
+Connect = Callable[[ExitStack, Target, str, Wiring, Exported, Say], list[str]]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A stack's two halves: what the target host exports, and how the initiator connects."""
+
+    export: Export
+    connect: Connect
+
+
+def recipe_for(target: Target) -> Recipe:
+    recipe = RECIPES.get(target.stack)
+    if recipe is None:
+        raise StackError(f"stack {target.stack!r} cannot be emulated")
+    return recipe
 
 
 def exported(
@@ -47,16 +66,30 @@ def exported(
 
     ``say`` hears about steps that needed a second try.
     """
-    recipe = RECIPES.get(target.stack)
-    if recipe is None:
-        raise StackError(f"stack {target.stack!r} cannot be emulated")
-    return _run(recipe, target, name, wiring, say)
+    return _run(recipe_for(target), target, name, wiring, say)
 
 
 @contextmanager
 def _run(recipe: Recipe, target: Target, name: str, wiring: Wiring, say: Say) -> Iterator[list[str]]:
     with ExitStack() as steps:
-        yield recipe(steps, target, name, wiring, say)
+        made = recipe.export(steps, target, name, wiring, say)
+        yield recipe.connect(steps, target, name, wiring, made, say)
+
+
+@contextmanager
+def export_only(target: Target, name: str, wiring: Wiring, say: Say = lambda m: None) -> Iterator[Exported]:
+    """Only the target side, undone when the block ends."""
+    with ExitStack() as steps:
+        yield recipe_for(target).export(steps, target, name, wiring, say)
+
+
+@contextmanager
+def connect_only(
+    target: Target, name: str, wiring: Wiring, made: Exported, say: Say = lambda m: None
+) -> Iterator[list[str]]:
+    """Only the initiator side, to a target exported elsewhere; logged out when the block ends."""
+    with ExitStack() as steps:
+        yield recipe_for(target).connect(steps, target, name, wiring, made, say)
 
 
 def _backings(steps: ExitStack, target: Target, name: str, host: Host) -> list[backstores.Backing]:
@@ -70,13 +103,20 @@ def _chap(target: Target) -> Chap | None:
     return Chap(target.chap.username, target.chap.password) if target.chap else None
 
 
-def nvmet_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
-    t, i = wiring.target_host, wiring.initiator_host
-    backings = _backings(steps, target, name, t)
-    steps.enter_context(nvmet.exported(t, nqn(name), target.transport, wiring.target_address, backings))
+def nvmet_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
+    backings = _backings(steps, target, name, wiring.target_host)
+    steps.enter_context(
+        nvmet.exported(wiring.target_host, nqn(name), target.transport, wiring.target_address, backings)
+    )
+    return {"nqn": nqn(name)}
+
+
+def nvmet_connect(
+    steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
+) -> list[str]:
     return steps.enter_context(
         nvme_host.connected(
-            i,
+            wiring.initiator_host,
             nqn(name),
             target.transport,
             wiring.target_address,
@@ -87,20 +127,33 @@ def nvmet_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, sa
     )
 
 
-def tgt_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
-    t, i = wiring.target_host, wiring.initiator_host
+def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
     iser = target.transport == "iser"
-    backings = _backings(steps, target, name, t)
-    address = wiring.target_address
+    backings = _backings(steps, target, name, wiring.target_host)
     steps.enter_context(
-        tgt.exported(t, iqn(name), iser, address, backings, wiring.initiator_address, INITIATOR_IQN)
+        tgt.exported(
+            wiring.target_host,
+            iqn(name),
+            iser,
+            wiring.target_address,
+            backings,
+            wiring.initiator_address,
+            INITIATOR_IQN,
+        )
     )
-    iscsi_initiator.prepare(i, INITIATOR_IQN)
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)
+    return {"iqn": iqn(name), "portal": f"{wiring.target_address}:{port}"}
+
+
+def tgt_connect(
+    steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
+) -> list[str]:
+    i, iser = wiring.initiator_host, target.transport == "iser"
+    iscsi_initiator.prepare(i, INITIATOR_IQN)
     login = iscsi_initiator.logged_in(
         i,
-        iqn(name),
-        f"{address}:{port}",
+        made["iqn"],
+        made["portal"],
         iser,
         target.header_digest,
         target.data_digest,
@@ -110,49 +163,75 @@ def tgt_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
     return steps.enter_context(login)
 
 
-def lio_recipe(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> list[str]:
-    t, i = wiring.target_host, wiring.initiator_host
+def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
+    t = wiring.target_host
     storage: list[backstores.Backing | None] = (
         [None] * target.luns  # LIO's own RAM disk (rd_mcp)
         if target.backstore == "ramdisk"
         else list(_backings(steps, target, name, t))
     )
     if target.transport == "srp":
-        return _lio_srp(steps, target, name, wiring, storage)
-    iser = target.transport == "iser"
-    digests = (target.header_digest, target.data_digest)
+        return _lio_srp_export(steps, target, name, wiring, storage)
     steps.enter_context(
         lio.iscsi_exported(
             t,
             iqn(name),
             INITIATOR_IQN,
             wiring.target_address,
-            iser,
+            target.transport == "iser",
             storage,
             target.size,
-            *digests,
+            target.header_digest,
+            target.data_digest,
             _chap(target),
         )
     )
-    iscsi_initiator.prepare(i, INITIATOR_IQN)
-    portal = f"{wiring.target_address}:{ISCSI_PORT}"
-    return steps.enter_context(iscsi_initiator.logged_in(i, iqn(name), portal, iser, *digests, _chap(target)))
+    return {"iqn": iqn(name), "portal": f"{wiring.target_address}:{ISCSI_PORT}"}
 
 
-def _lio_srp(
-    steps: ExitStack, target: Target, name: str, wiring: Wiring, storage: list[backstores.Backing | None]
+def lio_connect(
+    steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    t, i = wiring.target_host, wiring.initiator_host
-    if wiring.rdma_device is None:
-        raise StackError("SRP needs an RDMA link")
-    ids = srp_initiator.identities(i, wiring.rdma_device, wiring.initiator_address)
-    guid = steps.enter_context(
-        lio.srp_exported(t, name, wiring.rdma_device, wiring.target_address, ids, storage, target.size)
-    )
-    login = srp_initiator.logged_in(
-        i, wiring.rdma_device, guid, wiring.initiator_address, wiring.target_address
+    i = wiring.initiator_host
+    if target.transport == "srp":
+        return _lio_srp_connect(steps, wiring, made)
+    iscsi_initiator.prepare(i, INITIATOR_IQN)
+    digests = (target.header_digest, target.data_digest)
+    login = iscsi_initiator.logged_in(
+        i, made["iqn"], made["portal"], target.transport == "iser", *digests, _chap(target)
     )
     return steps.enter_context(login)
 
 
-RECIPES: dict[str, Recipe] = {"nvmet": nvmet_recipe, "tgt": tgt_recipe, "lio": lio_recipe}
+def _lio_srp_export(
+    steps: ExitStack, target: Target, name: str, wiring: Wiring, storage: list[backstores.Backing | None]
+) -> Exported:
+    if wiring.rdma_device is None:
+        raise StackError("SRP needs an RDMA link")
+    ids = srp_initiator.identities(wiring.initiator_host, wiring.rdma_device, wiring.initiator_address)
+    guid = steps.enter_context(
+        lio.srp_exported(
+            wiring.target_host, name, wiring.rdma_device, wiring.target_address, ids, storage, target.size
+        )
+    )
+    return {"ioc_guid": guid}
+
+
+def _lio_srp_connect(steps: ExitStack, wiring: Wiring, made: Exported) -> list[str]:
+    if wiring.rdma_device is None:
+        raise StackError("SRP needs an RDMA link")
+    login = srp_initiator.logged_in(
+        wiring.initiator_host,
+        wiring.rdma_device,
+        made["ioc_guid"],
+        wiring.initiator_address,
+        wiring.target_address,
+    )
+    return steps.enter_context(login)
+
+
+RECIPES: dict[str, Recipe] = {
+    "nvmet": Recipe(nvmet_export, nvmet_connect),
+    "tgt": Recipe(tgt_export, tgt_connect),
+    "lio": Recipe(lio_export, lio_connect),
+}

@@ -23,7 +23,13 @@ from support import REPO, require_tool
 
 pytestmark = pytest.mark.tshark
 SCREENSHOTS = REPO / "runs" / "docs-screenshots"
-KEY_PAGES = ["index.html", "model.html", "reference/scenarios.html", "concepts.html"]
+KEY_PAGES = [
+    "index.html",
+    "model.html",
+    "reference/scenarios.html",
+    "concepts.html",
+    "labs/iscsi-wire.html",
+]
 
 
 class _Links(HTMLParser):

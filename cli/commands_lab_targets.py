@@ -1,0 +1,161 @@
+"""``sanlab lab export|unexport|connect|disconnect|fio|check``: a running lab's targets.
+
+Wiring only: the keepers in lab_targets.py run the targets/ recipes, and
+``lab fio`` runs one point the way ``sanlab run`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from sanlab import lab_targets
+from sanlab.commands_lab import lab
+from sanlab.emulator.lab import labs_root
+from sanlab.lab_checks import run_checks
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.exercises import find_exercise
+from sanlab.scenarios.schema import Workload
+from sanlab.targets.runner import Point, run_point
+from sanlab.validation import fail
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _names(name: str, targets: tuple[str, ...]) -> list[str]:
+    return list(targets) or lab_targets.target_names(lab_targets.lab_scenario(name))
+
+
+@lab.command("export")
+@click.argument("name")
+@click.argument("targets", nargs=-1)
+def lab_export(name: str, targets: tuple[str, ...]) -> None:
+    """Configure the scenario's TARGETS (default: all) on lab NAME; they stay exported."""
+    try:
+        for target in _names(name, targets):
+            status = lab_targets.start(name, target, "export", _say)
+            made = ", ".join(f"{k} {v}" for k, v in dict(status.get("made") or {}).items())
+            click.echo(f"{target}: exported ({made})")
+    except SanlabError as exc:
+        fail(exc)
+
+
+@lab.command("unexport")
+@click.argument("name")
+@click.argument("targets", nargs=-1)
+def lab_unexport(name: str, targets: tuple[str, ...]) -> None:
+    """Remove what 'lab export' made (disconnecting first), and nothing else."""
+    try:
+        for target in _names(name, targets):
+            if lab_targets.stop(name, target, "connect"):
+                click.echo(f"{target}: disconnected")
+            done = lab_targets.stop(name, target, "export")
+            click.echo(f"{target}: {'unexported' if done else 'was not exported'}")
+    except SanlabError as exc:
+        fail(exc)
+
+
+@lab.command("connect")
+@click.argument("name")
+@click.argument("target")
+def lab_connect(name: str, target: str) -> None:
+    """Log the initiator in to an exported TARGET; print its block devices."""
+    try:
+        status = lab_targets.start(name, target, "connect", _say)
+    except SanlabError as exc:
+        fail(exc)
+    click.echo(" ".join(status.get("devices") or []))
+
+
+@lab.command("disconnect")
+@click.argument("name")
+@click.argument("target")
+def lab_disconnect(name: str, target: str) -> None:
+    """Log the initiator out of TARGET (it stays exported)."""
+    try:
+        done = lab_targets.stop(name, target, "connect")
+    except SanlabError as exc:
+        fail(exc)
+    click.echo(f"{target}: {'disconnected' if done else 'was not connected'}")
+
+
+def _workload(**spec: object) -> Workload:
+    """The fio options as a one-point, verified workload, checked like a scenario's."""
+    try:
+        return Workload.model_validate({**spec, "verify": "crc32c"})
+    except ValueError as exc:
+        reasons = [ln.strip() for ln in str(exc).splitlines()[1:] if ln.strip()]
+        raise SanlabError("lab fio: " + "; ".join(reasons[:4])) from None
+
+
+@lab.command("fio")
+@click.argument("name")
+@click.argument("target")
+@click.option("--rw", default="randrw", show_default=True)
+@click.option("--bs", default="4k", show_default=True)
+@click.option("--iodepth", type=int, default=1, show_default=True)
+@click.option("--numjobs", type=int, default=1, show_default=True)
+@click.option("--verify-size", default="4m", show_default=True, help="Bytes each job writes and reads back.")
+def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int, verify_size: str) -> None:
+    """Run one verified fio job on a connected TARGET and print its record (JSON).
+
+    The figures are emulated (TCG): they show that the path works, not how
+    fast hardware would be.
+    """
+    try:
+        where = lab_targets.resolve(name, target)
+        status = lab_targets.held(name, target, "connect")
+        if not status or not status.get("devices"):
+            raise SanlabError(
+                f"lab {name!r}: target {target!r} is not connected: 'sanlab lab connect {name} {target}'"
+            )
+        workload = _workload(rw=rw, bs=bs, iodepth=iodepth, numjobs=numjobs, verify_size=verify_size)
+        point = Point(where.target, target, workload, workload.rw[0], workload.bs[0], iodepth, numjobs)
+        raw = labs_root() / name / "fio"
+        raw.mkdir(exist_ok=True)
+        base = where.placement.record_base(where.target)
+        try:
+            record = run_point(point, status["devices"][0], where.placement.wiring, raw, base)
+        finally:
+            where.release()
+    except SanlabError as exc:
+        fail(exc)
+    click.echo(json.dumps(record.model_dump(mode="json"), indent=2))
+    if record.error:
+        raise SystemExit(1)
+
+
+@lab.command("check")
+@click.argument("name")
+@click.argument("exercise")
+@click.option(
+    "--answers",
+    type=click.Path(path_type=Path),
+    help="The student's answers (YAML, key: value). Default: EXERCISE.answers.yaml here.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
+def lab_check(name: str, exercise: str, answers: Path | None, as_json: bool) -> None:
+    """Say which steps of EXERCISE lab NAME shows done, with a hint for the next one.
+
+    Exit 0 when every step is done, 1 otherwise.  Exercises are in the
+    labs' handouts (docs/labs/).
+    """
+    try:
+        _, found = find_exercise(exercise)
+        verdicts = run_checks(name, found, answers or Path(f"{exercise}.answers.yaml"))
+    except SanlabError as exc:
+        fail(exc)
+    if as_json:
+        click.echo(json.dumps({"exercise": exercise, "steps": [v.document() for v in verdicts]}, indent=2))
+    else:
+        click.echo(f"{exercise}: {found.title}")
+        for v in verdicts:
+            click.echo(f"  [{'x' if v.done else ' '}] {v.step.id}: {v.step.says}  ({v.seen})")
+        todo = next((v for v in verdicts if not v.done), None)
+        click.echo(f"next: {todo.step.hint}" if todo else "every step is done")
+    sys.exit(0 if all(v.done for v in verdicts) else 1)

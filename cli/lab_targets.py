@@ -1,0 +1,261 @@
+"""A running lab's targets: exported, connected and removed from separate shells.
+
+``sanlab run`` holds a target's paired create/remove steps in one ``with``
+block.  A lab outlives the command that exports its target, so each half of
+the recipe (targets/stacks.py: the target side, then the initiator side)
+runs in a small keeper process of its own, started in a new session: it
+enters the half's ``with`` block, writes what it made into a status file
+beside the lab's state, and waits.  ``unexport``/``disconnect`` (and ``lab
+down``) send it SIGTERM; it leaves the block - removing exactly what it
+created - and exits.  These are the same recipes ``sanlab run`` uses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sanlab.emulator.agent import AgentClient
+from sanlab.emulator.lab import labs_root, live_agent_path, read_state
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.schema import Scenario, Target
+from sanlab.targets.runner import Placement, place, target_name
+from sanlab.targets.stacks import connect_only, export_only
+from sanlab.validation import load_checked
+
+PHASES = ("export", "connect")  # connect needs export; undone in the reverse order
+SCENARIO_COPY = "scenario.yaml"  # lab up keeps the scenario it booted here
+READY_TIMEOUT_S = 600.0
+STOP_TIMEOUT_S = 180.0
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class LabTarget:
+    """One target of a running lab, placed on the lab's hosts."""
+
+    lab: str
+    name: str
+    target: Target
+    placement: Placement
+    agents: tuple[AgentClient, ...]
+
+    def release(self) -> None:
+        """Hang up on the hosts' agents: QEMU serves one client per agent socket at a
+        time, so a keeper that stayed on the line would block every other command.
+        They dial again when the keeper has something to undo."""
+        for agent in self.agents:
+            agent.close()
+
+
+def lab_scenario(lab: str) -> Scenario:
+    path = labs_root() / lab / SCENARIO_COPY
+    if not path.is_file():
+        raise SanlabError(f"lab {lab!r} keeps no scenario ({path}); bring it up again with this sanlab")
+    return load_checked(path)
+
+
+def target_names(scenario: Scenario) -> list[str]:
+    return [target_name(t, i) for i, t in enumerate(scenario.targets)]
+
+
+def resolve(lab: str, name: str) -> LabTarget:
+    """The scenario's target called ``name``, wired to the lab's live hosts."""
+    scenario = lab_scenario(lab)
+    names = target_names(scenario)
+    if name not in names:
+        raise SanlabError(f"lab {lab!r} has no target {name!r} (targets: {', '.join(names) or 'none'})")
+    target = scenario.targets[names.index(name)]
+    state = read_state(lab)
+    hosts = {h: AgentClient(live_agent_path(lab, h), h) for h in state["hosts"]}
+    addresses = {
+        (where.split("/", 1)[1], where.split("/", 1)[0]): address
+        for where, address in dict(state.get("addresses") or {}).items()
+    }
+    return LabTarget(lab, name, target, place(scenario, target, hosts, addresses), tuple(hosts.values()))
+
+
+# --- status files -------------------------------------------------------------
+
+
+def status_path(lab: str, name: str, phase: str) -> Path:
+    return labs_root() / lab / f"keeper-{name}-{phase}.json"
+
+
+def read_status(lab: str, name: str, phase: str) -> dict[str, Any] | None:
+    try:
+        return dict(json.loads(status_path(lab, name, phase).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_status(path: Path, **fields: object) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fields))
+    tmp.replace(path)
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def held(lab: str, name: str, phase: str) -> dict[str, Any] | None:
+    """The status of a keeper that is still running, else None."""
+    status = read_status(lab, name, phase)
+    return status if status and _alive(status.get("pid")) else None
+
+
+# --- the keeper process ---------------------------------------------------------
+
+
+class _Release(Exception):
+    """SIGTERM: leave the with block, undoing what it made."""
+
+
+def _release(signum: int, frame: object) -> None:
+    raise _Release
+
+
+def keep(lab: str, name: str, phase: str) -> int:
+    """Body of the keeper process: hold one half of a recipe until told to let go."""
+    path = status_path(lab, name, phase)
+    signal.signal(signal.SIGTERM, _release)
+    signal.signal(signal.SIGINT, _release)
+    say = lambda message: print(message, flush=True)  # noqa: E731 - goes to the keeper's log
+    try:
+        where = resolve(lab, name)
+        with _half(where, phase, say) as made:
+            _write_status(path, pid=os.getpid(), state="ready", **made)
+            where.release()
+            while True:
+                signal.pause()
+    except _Release:  # what it made is undone by now
+        path.unlink(missing_ok=True)
+        return 0
+    except (SanlabError, OSError) as exc:
+        _write_status(path, pid=os.getpid(), state="failed", error=str(exc))
+        return 1
+
+
+def _half(where: LabTarget, phase: str, say: Say) -> AbstractContextManager[dict[str, Any]]:
+    wire = where.placement.wiring
+    if phase == "export":
+        return _Shaped(export_only(where.target, where.name, wire, say), lambda made: {"made": made})
+    exported = read_status(where.lab, where.name, "export") or {}
+    return _Shaped(
+        connect_only(where.target, where.name, wire, dict(exported.get("made") or {}), say),
+        lambda devices: {"devices": devices},
+    )
+
+
+class _Shaped(AbstractContextManager[dict[str, Any]]):
+    """A context manager whose value is reshaped into the status file's fields."""
+
+    def __init__(self, inner: AbstractContextManager[Any], shape: Callable[[Any], dict[str, Any]]):
+        self.inner, self.shape = inner, shape
+
+    def __enter__(self) -> dict[str, Any]:
+        return self.shape(self.inner.__enter__())
+
+    def __exit__(self, *exc: Any) -> bool | None:
+        return self.inner.__exit__(*exc)
+
+
+# --- what the CLI calls -----------------------------------------------------------
+
+
+def start(lab: str, name: str, phase: str, say: Say) -> dict[str, Any]:
+    """Start a keeper for one half and wait until it holds (or fails); return its status."""
+    if held(lab, name, phase):
+        raise SanlabError(f"lab {lab!r}: target {name!r} is already {phase}ed")
+    if phase == "connect" and not held(lab, name, "export"):
+        raise SanlabError(
+            f"lab {lab!r}: target {name!r} is not exported: 'sanlab lab export {lab} {name}' first"
+        )
+    resolve(lab, name)  # a bad name or a dead VM is an error here, not in the keeper's log
+    path = status_path(lab, name, phase)
+    path.unlink(missing_ok=True)
+    log = (labs_root() / lab / f"keeper-{name}-{phase}.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sanlab.lab_keeper", lab, name, phase],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # survives this command, and its Ctrl-C
+    )
+    return _wait_ready(lab, name, phase, proc, say)
+
+
+def _wait_ready(lab: str, name: str, phase: str, proc: subprocess.Popen[bytes], say: Say) -> dict[str, Any]:
+    started, last_word = time.monotonic(), 0.0
+    while time.monotonic() - started < READY_TIMEOUT_S:
+        status = read_status(lab, name, phase)
+        if status and status.get("state") == "ready":
+            return status
+        if status and status.get("state") == "failed":
+            raise SanlabError(f"{phase} {name}: {status.get('error')}")
+        if proc.poll() is not None:
+            log = _log(lab, name, phase)
+            raise SanlabError(f"{phase} {name}: its keeper exited ({proc.returncode}); see {log}")
+        if time.monotonic() - last_word >= 15:
+            say(f"{phase} {name}: working ({time.monotonic() - started:.0f} s)")
+            last_word = time.monotonic()
+        time.sleep(0.2)
+    stop(lab, name, phase)
+    raise SanlabError(f"{phase} {name}: not done in {READY_TIMEOUT_S:.0f} s; see {_log(lab, name, phase)}")
+
+
+def _log(lab: str, name: str, phase: str) -> Path:
+    return labs_root() / lab / f"keeper-{name}-{phase}.log"
+
+
+def stop(lab: str, name: str, phase: str) -> bool:
+    """Tell a keeper to undo what it made; wait for it.  False if none was running."""
+    status = held(lab, name, phase)
+    if status is None:
+        status_path(lab, name, phase).unlink(missing_ok=True)
+        return False
+    pid = int(status["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    status_path(lab, name, phase).unlink(missing_ok=True)
+    return True
+
+
+def held_targets(lab: str) -> Iterator[tuple[str, str]]:
+    """(target, phase) of every keeper of the lab still running, connections first."""
+    for phase in reversed(PHASES):
+        for path in sorted((labs_root() / lab).glob(f"keeper-*-{phase}.json")):
+            name = path.name.removeprefix("keeper-").removesuffix(f"-{phase}.json")
+            if held(lab, name, phase):
+                yield name, phase
+
+
+def stop_all(lab: str) -> list[str]:
+    """Undo every target half the lab holds (before its VMs stop)."""
+    stopped = []
+    for name, phase in list(held_targets(lab)):
+        stop(lab, name, phase)
+        stopped.append(f"{name} ({phase})")
+    return stopped
