@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +26,15 @@ from sanlab.dissectors.plugins import tshark_args
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import capture_file, live_agent_path
 from sanlab.scenarios.errors import SanlabError, ToolMissing
-from sanlab.scenarios.exercises import AnswerProbe, CaptureProbe, Exercise, HostProbe, Step, TargetProbe
+from sanlab.scenarios.exercises import (
+    AnswerProbe,
+    CaptureProbe,
+    Exercise,
+    HostProbe,
+    LocalProbe,
+    Step,
+    TargetProbe,
+)
 from sanlab.scenarios.yamlfile import load_yaml
 
 PROBE_TIMEOUT_S = 120.0
@@ -57,6 +67,8 @@ class Checker:
                 done, seen = self.host(step.host)
             elif step.capture:
                 done, seen = self.capture(step.capture)
+            elif step.local:
+                done, seen = self.local(step.local)
             else:
                 assert step.answer is not None
                 done, seen = self.answer(step.answer)
@@ -92,6 +104,19 @@ class Checker:
             raise SanlabError(f"tshark could not apply {probe.filter!r}: {run.stderr.strip()[-200:]}")
         count = len(run.stdout.split())
         return count >= probe.at_least, f"{count} frames match {probe.filter!r}"
+
+    def local(self, probe: LocalProbe) -> tuple[bool, str]:
+        env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+        run = subprocess.run(
+            ["bash", "-c", probe.run], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, env=env
+        )
+        said = run.stdout + run.stderr
+        matched = probe.output is None or re.search(probe.output, said) is not None
+        first = said.strip().splitlines()[:1]
+        return (
+            run.returncode == probe.exit and matched,
+            f"exit {run.returncode}: {first[0][:100] if first else ''}",
+        )
 
     def answers(self) -> dict[str, Any]:
         if self._answers is None:

@@ -122,10 +122,20 @@ def lab_pictures(out: Path) -> None:
     from sanlab.dissectors import pictures
     from sanlab.dissectors.analyze import analyze
 
-    result = analyze(REPO / "tests" / "golden" / "iscsi-tcp.pcap")
-    io = next(i for i in result.ios if i.op == "read" and i.nbytes == 4096)
-    pictures.ladder(io, out / "ladder-iscsi-read.svg")
+    for capture, op, size, name in LADDERS:
+        result = analyze(REPO / "tests" / "golden" / f"{capture}.pcap")
+        io = next(i for i in result.ios if i.op == op and i.nbytes == size)
+        pictures.ladder(io, out / f"ladder-{name}.svg")
     project_chart(out / "lab-project-100g.png")
+
+
+# The labs' ladder diagrams: (golden capture, op, bytes, picture name).
+LADDERS = [
+    ("iscsi-tcp", "read", 4096, "iscsi-read"),
+    ("nvme-tcp", "read", 4096, "nvme-tcp-read"),
+    ("srp-rxe", "write", 4096, "srp-write"),
+    ("nvme-rdma-siw", "write", 16384, "iwarp-write"),
+]
 
 
 # Lab 6's set-ups: (label, options of sanlab model).

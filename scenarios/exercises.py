@@ -9,6 +9,8 @@ word for it:
 - ``host``: a command on a lab host exits 0 (a configfs object, a session…);
 - ``capture``: the lab's capture of a link holds frames a Wireshark display
   filter matches (with sanlab's dissectors loaded);
+- ``local``: a command run where the student works (``sanlab validate`` of a
+  file they wrote, say) exits as expected and prints what it should;
 - ``answer``: the student's answers file gives a value that agrees with a
   fact (``equals``), with what the analyser measures in the lab's own
   capture (``analyze``), or with what ``sanlab model`` projects (``model``).
@@ -65,6 +67,14 @@ class Projected(Strict):
     ]
 
 
+class LocalProbe(Strict):
+    """A command run where the student works: validating a file they wrote, say."""
+
+    run: Annotated[str, Field(min_length=1, max_length=1000)]  # the exercise's own shell text
+    exit: Annotated[int, Field(ge=0, le=255)] = 0
+    output: Annotated[str, Field(min_length=1, max_length=400)] | None = None  # a regex
+
+
 class AnswerProbe(Strict):
     key: Key
     equals: str | int | float | None = None
@@ -87,12 +97,14 @@ class Step(Strict):
     target: TargetProbe | None = None
     host: HostProbe | None = None
     capture: CaptureProbe | None = None
+    local: LocalProbe | None = None
     answer: AnswerProbe | None = None
 
     @model_validator(mode="after")
     def one_probe(self) -> Step:
-        if sum(p is not None for p in (self.target, self.host, self.capture, self.answer)) != 1:
-            raise ValueError("a step has exactly one of target, host, capture, answer")
+        probes = (self.target, self.host, self.capture, self.local, self.answer)
+        if sum(p is not None for p in probes) != 1:
+            raise ValueError("a step has exactly one of target, host, capture, local, answer")
         return self
 
 

@@ -22,7 +22,7 @@ from support import REPO
 
 DOCS = REPO / "docs" / "labs"
 LABS = sorted(p.name.removesuffix(".checks.yaml") for p in LABS_DIR.glob("*.checks.yaml"))
-VM_LABS = {"iscsi-wire"}
+VM_LABS = {"iscsi-wire", "rdma-verbs", "nvme-tcp-rdma", "srp-immediate", "iwarp-siw"}
 SOLUTION = re.compile(r"<!-- solution -->\s*```bash\n(.*?)```", re.S)
 
 
@@ -94,7 +94,7 @@ def test_a_bad_exercise_file_is_refused_with_its_field(tmp_path):
         "lab: x\nexercises:\n  e:\n    title: t\n    steps:\n"
         "      - {id: a, says: s, hint: h, host: {host: i, run: 'true'}, answer: {key: k, equals: 1}}\n"
     )
-    with pytest.raises(ScenarioError, match="exactly one of target, host, capture, answer"):
+    with pytest.raises(ScenarioError, match="exactly one of target, host, capture, local, answer"):
         load_exercises(path)
 
 
