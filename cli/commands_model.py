@@ -21,6 +21,7 @@ from sanlab.models.calibrate import (
     table_for,
     write_fit,
 )
+from sanlab.models.calibrate_runs import calibrate_runs, write_profile
 from sanlab.models.profile import load_profile, profile_names
 from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
@@ -205,21 +206,94 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 @click.option("--write", is_flag=True, help="Write the fitted values to models/profiles/NAME.fit.yaml.")
 @click.option("--cross-validate/--no-cross-validate", default=True, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
+@click.option(
+    "--runs", is_flag=True, help="Fit a profile of your own to the sanlab run folders given as arguments."
+)
+@click.option("--name", help="With --runs: the new profile's name (for sanlab model --profile NAME).")
+@click.option(
+    "--base", default="modern-100g", show_default=True, help="With --runs: the profile to start from."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="With --runs: print {'parameters', 'cells', 'profile'}."
+)
 def calibrate(
-    profiles: tuple[str, ...], data: Path | None, write: bool, cross_validate: bool, seed: int
+    profiles: tuple[str, ...],
+    data: Path | None,
+    write: bool,
+    cross_validate: bool,
+    seed: int,
+    runs: bool,
+    name: str | None,
+    base: str,
+    as_json: bool,
 ) -> None:
-    """Fit PROFILES' physical parameters to the published tables (default: all that have one).
+    """Fit PROFILES' physical parameters to the published tables (default: all that have one),
+    or, with --runs, a profile of your own hardware to your sanlab run records.
 
     \b
     Example:
       sanlab calibrate zeta-2016 --data ../shared/calibration --write
+      sanlab calibrate --runs runs/mine runs/mine-64k --name my-lab
+      sanlab model --profile my-lab --transport nvme-rdma --fabric roce --bs 4k --numjobs 8
     """
-    names = list(profiles) or [n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")]
     try:
-        for name in names:
-            _calibrate_one(name, data, write, cross_validate, seed)
+        if runs:
+            _calibrate_runs([Path(p) for p in profiles], name, base, seed, as_json)
+            return
+        names = list(profiles) or [
+            n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")
+        ]
+        for profile in names:
+            _calibrate_one(profile, data, write, cross_validate, seed)
     except SanlabError as exc:
-        raise click.ClickException(str(exc)) from None
+        fail(exc)
+
+
+def _calibrate_runs(dirs: list[Path], name: str | None, base: str, seed: int, as_json: bool) -> None:
+    if not dirs:
+        raise SanlabError("--runs: give one or more run folders (each with a results.json)")
+    if not name or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", name):
+        raise SanlabError(f"--name {name!r}: give the new profile a name of a-z, 0-9 and '-'")
+    result, rows, raw = calibrate_runs(dirs, name, base)
+    path = write_profile(raw, result, dirs, base)
+    cells = evaluate(load_profile(name), rows, seed)
+    parameters: dict[str, dict[str, Any]] = {
+        param: {
+            "value": value,
+            "interval_95": list(result.intervals[param]),
+            "pinned": result.intervals[param] != tuple(raw["calibration"]["fit"][param]),
+        }
+        for param, value in result.params.items()
+    }
+    document = {
+        "profile": str(path),
+        "parameters": parameters,
+        "cells": [
+            {
+                "cell": c.row.label,
+                "measured_iops": c.row.iops,
+                "model_iops": round(c.iops, 1),
+                "error_pct": round(100 * c.iops_error, 2),
+                "bottleneck": c.bottleneck,
+            }
+            for c in cells
+        ],
+    }
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+        return
+    click.echo(f"== {name}: {len(result.params)} parameters fitted to {len(rows)} cells (base {base})")
+    for param, entry in parameters.items():
+        low, high = entry["interval_95"]
+        pinned = "" if entry["pinned"] else "  (not pinned by these cells)"
+        click.echo(f"  {param:<52} {entry['value']:>10.4g}  95% [{low:.4g}, {high:.4g}]{pinned}")
+    for c in cells:
+        click.echo(
+            f"  {c.row.label:<44} measured {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
+            f"{100 * c.iops_error:+6.1f}%"
+        )
+    click.echo(f"  IOPS MAPE {mape([c.iops_error for c in cells]):.1f}%")
+    click.echo(f"wrote {path}; project with: sanlab model --profile {name} ...")
 
 
 def _calibrate_one(name: str, data: Path | None, write: bool, cross_validate: bool, seed: int) -> None:

@@ -16,7 +16,7 @@ import copy
 import datetime
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
 
 LATENCY_WEIGHT = 0.5
+# How closely the MVA solution the fit runs agrees with the simulator (relative
+# IOPS; models/README.md, "Sweeps": MVA only where it is within a few per cent).
+SOLVER_FLOOR = 0.03
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,8 @@ class Fit:
     unconstrained: list[str]
     at_bound: list[str]
     used: list[Measured]
+    # 95 % intervals from the Jacobian; a parameter the cells do not pin spans its bounds.
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def fit_parameters(raw: dict[str, Any]) -> tuple[list[str], list[float], list[float]]:
@@ -121,7 +126,37 @@ def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], boo
         if name in unconstrained and sibling in names and sibling not in unconstrained:
             x[names.index(name)] = x[names.index(sibling)]
             fitted[name] = fitted[sibling]
-    return Fit(model(x), fitted, unconstrained, at_bound, used)
+    spread = _intervals(result, names, lower, upper, unconstrained)
+    return Fit(model(x), fitted, unconstrained, at_bound, used, spread)
+
+
+def _intervals(
+    result: Any, names: list[str], lower: list[float], upper: list[float], unconstrained: list[str]
+) -> dict[str, tuple[float, float]]:
+    """95 % intervals in log space: residual variance times (JᵀJ)⁻¹, clipped to the bounds.
+
+    The variance is at least SOLVER_FLOOR² a residual, because the fit runs
+    the analytic MVA solution, which agrees with the simulator only that
+    closely; a direction of parameter space the cells do not see (two
+    costs only whose sum matters, say) leaves its parameters their whole
+    physical range.
+    """
+    jac, residual = np.asarray(result.jac), np.asarray(result.fun)
+    dof = max(1, len(residual) - len(names))
+    variance = max(float(residual @ residual) / dof, SOLVER_FLOOR**2)
+    _, singular, vt = np.linalg.svd(jac, full_matrices=False)
+    seen = singular > singular.max() * 1e-6 if singular.size else singular > 0
+    sigma = np.sqrt(variance * np.sum((vt[seen] ** 2) / (singular[seen, None] ** 2), axis=0))
+    blind = np.sum(vt[~seen] ** 2, axis=0) > 1e-6  # has a part the cells cannot see
+    spread = {}
+    for i, name in enumerate(names):
+        if name in unconstrained or blind[i]:
+            spread[name] = (lower[i], upper[i])
+            continue
+        low = max(math.log(lower[i]), result.x[i] - 1.96 * sigma[i])
+        high = min(math.log(upper[i]), result.x[i] + 1.96 * sigma[i])
+        spread[name] = (math.exp(low), math.exp(high))
+    return spread
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ never appear here except through ``sanlab calibrate``, which fits the
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -122,8 +123,23 @@ DEFAULT_PROFILE = "modern-100g"
 STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio", "spdk": "nvmet"}
 
 
-def profile_names() -> list[str]:
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if not p.name.endswith(".fit.yaml"))
+def user_profile_dir() -> Path:
+    """Profiles the user fitted to their own runs (sanlab calibrate --runs)."""
+    explicit = os.environ.get("SANLAB_PROFILES")
+    if explicit:
+        return Path(explicit)
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "sanlab" / "profiles"
+
+
+def profile_names(shipped_only: bool = False) -> list[str]:
+    """Shipped profiles, then the user's own (a user profile never shadows a shipped one)."""
+    shipped = sorted(p.stem for p in PROFILE_DIR.glob("*.yaml") if not p.name.endswith(".fit.yaml"))
+    if shipped_only:
+        return shipped
+    user_dir = user_profile_dir()
+    own = sorted(p.stem for p in user_dir.glob("*.yaml")) if user_dir.is_dir() else []
+    return shipped + [n for n in own if n not in shipped]
 
 
 def fit_path(profile: Path) -> Path:
@@ -142,7 +158,11 @@ def apply_fit(data: Any, profile: Path) -> Any:
 
 
 def profile_path(name: str) -> Path:
-    return PROFILE_DIR / f"{name}.yaml"
+    shipped = PROFILE_DIR / f"{name}.yaml"
+    if shipped.is_file():
+        return shipped
+    own = user_profile_dir() / f"{name}.yaml"
+    return own if own.is_file() else shipped
 
 
 _CACHE: dict[str, Profile] = {}

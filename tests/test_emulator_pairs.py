@@ -47,14 +47,24 @@ def test_rdma_link_is_active_on_both_hosts(pair):
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
 
 
+def wait_until(host, probe: str) -> None:
+    """Poll a shell probe on ``host`` (a server listening, say) for up to a minute."""
+    host.run(f"for i in $(seq 120); do {probe} && exit 0; sleep 0.5; done; exit 1", timeout=90).check()
+
+
 def test_ib_write_bw_over_rdma_cm(pair):
     driver, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     server_ip = lab.plan.addresses[("fabric", "target")]
     args = f"-R -d {driver}_fabric -s 65536 -n 200 --report_gbits"
     target.spawn(f"ib_write_bw {args}", log="/tmp/ib_write_bw.log")
-    time.sleep(2)
-    result = initiator.run(f"ib_write_bw {args} {server_ip}", timeout=180)
+    try:
+        # A connect before the server listens is REJECTED; under load no fixed sleep
+        # is enough, so wait for its RDMA CM id to be in state LISTEN.
+        wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*ib_write_bw'")
+        result = initiator.run(f"ib_write_bw {args} {server_ip}", timeout=180)
+    finally:  # a server left waiting holds the RDMA device, and later tests reset it
+        target.run("pkill -x ib_write_bw || true", timeout=30)
     assert result.ok, result.stderr + result.stdout
     row = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("65536")]
     assert row and float(row[-1][3]) > 0, result.stdout  # BW average, Gb/s
@@ -68,7 +78,7 @@ def test_ibv_rc_pingpong_over_rxe(pair):
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     server_ip = lab.plan.addresses[("fabric", "target")]
     target.spawn("ibv_rc_pingpong -d rxe_fabric -g 1 -n 200", log="/tmp/pingpong.log")
-    time.sleep(2)
+    wait_until(target, "ss -ltn | grep -q ':18515 '")  # its out-of-band TCP exchange
     result = initiator.run(f"ibv_rc_pingpong -d rxe_fabric -g 1 -n 200 {server_ip}", timeout=120)
     assert result.ok, result.stderr + result.stdout
     assert "200 iters" in result.stdout
@@ -79,7 +89,7 @@ def test_rping(pair):
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     server_ip = lab.plan.addresses[("fabric", "target")]
     target.spawn(f"rping -s -a {server_ip} -C 10", log="/tmp/rping.log")
-    time.sleep(2)
+    wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*rping'")
     result = initiator.run(f"rping -c -a {server_ip} -C 10 -v", timeout=120)
     assert result.ok, result.stderr + result.stdout
     assert result.stdout.count("ping data") == 10

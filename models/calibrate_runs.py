@@ -1,0 +1,150 @@
+"""A profile for the user's own machines, fitted to their ``sanlab run`` records.
+
+The published tables calibrate the shipped profiles; a user with two
+servers calibrates one of their own.  Their ``results.json`` records (real
+or emulated) become measured cells; a base profile gives the parts the
+records cannot describe (NIC, PCIe, devices); the parameters the records
+can pin - each stack's CPU cost per I/O on each side, the application's
+cost, the NIC's fixed latency and per-packet cost - are fitted by the same
+least squares as ``sanlab calibrate``.  Each parameter gets a 95 %
+interval from the fit's Jacobian; one the cells do not constrain is said
+to be so, with the whole physical range as its interval.
+
+The profile is written, self-contained, to the user's profile folder
+(``$SANLAB_PROFILES``, else ``$XDG_DATA_HOME/sanlab/profiles``, else
+``~/.local/share/sanlab/profiles``), where ``sanlab model --profile NAME``
+finds it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sanlab.models.calibrate import Fit, fit, load_raw
+from sanlab.models.network import Point, _default_stack
+from sanlab.models.params import get_param, set_param
+from sanlab.models.profile import (
+    Profile,
+    _inherit,
+    apply_fit,
+    clear_cache,
+    profile_names,
+    profile_path,
+    stack_cost,
+    user_profile_dir,
+)
+from sanlab.models.published import Measured
+from sanlab.scenarios.errors import SanlabError
+
+# Physical ranges for what the records can pin (kcycles per I/O, µs, kcycles per packet).
+STACK_RANGE = (0.2, 500.0)
+APP_RANGE = (0.3, 50.0)
+ONE_WAY_RANGE = (0.2, 20.0)
+PER_PACKET_RANGE = (0.05, 20.0)
+
+
+def rows_from_runs(dirs: list[Path], profile: Profile) -> list[Measured]:
+    """Every record of the runs with figures and no error, as a measured cell."""
+    rows: list[Measured] = []
+    for folder in dirs:
+        path = folder / "results.json"
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise SanlabError(f"{path}: not a sanlab run's results ({exc})") from None
+        for record in document.get("results") or []:
+            if record.get("error") or not record.get("iops") or record.get("verify") == "fail":
+                continue
+            rows.append(_measured(record, profile))
+    if not rows:
+        raise SanlabError(f"no usable records in {', '.join(str(d) for d in dirs)} (all failed or empty)")
+    return rows
+
+
+def _measured(record: dict[str, Any], profile: Profile) -> Measured:
+    fabric = record["fabric"]
+    link = record.get("link_gbps") or profile.nic_for(fabric, 100.0).link_gbps[0]
+    point = Point(
+        transport=record["transport"],
+        fabric=fabric,
+        link_gbps=float(link),
+        rw=record["rw"],
+        bs=int(record["bs"]),
+        iodepth=int(record["iodepth"]),
+        numjobs=int(record["numjobs"]),
+        profile=profile.name,
+        mtu=record.get("mtu"),
+        target_stack=record.get("target_stack"),
+    )
+    return Measured(
+        point, float(record["iops"]), float(record.get("bw_mibps") or 0), record.get("lat_mean_us"), None
+    )
+
+
+def starting_profile(base: str, name: str, rows: list[Measured]) -> dict[str, Any]:
+    """The base profile resolved into one self-contained document, with the costs of
+    every stack the records use made its own, and the parameters to fit."""
+    profile = Profile.model_validate(_inherit(apply_fit(load_raw(base), profile_path(base)), base))
+    raw = profile.model_dump(mode="json")
+    raw["name"] = name
+    raw["costs_from"] = []
+    fit: dict[str, list[float]] = {"initiator.app_kcycles_per_io": list(APP_RANGE)}
+    for row in rows:
+        p = row.point
+        stack = p.target_stack or _default_stack(profile, p.transport)
+        key = f"{stack}/{p.transport}"
+        raw["costs"].setdefault(key, stack_cost(profile, stack, p.transport).model_dump(mode="json"))
+        fit[f"costs.{key}.initiator_kcycles_per_io"] = list(STACK_RANGE)
+        fit[f"costs.{key}.target_kcycles_per_io"] = list(STACK_RANGE)
+        nic = profile.nic_for(p.fabric, p.link_gbps).name
+        fit[f"nics.{nic}.one_way_us"] = list(ONE_WAY_RANGE)
+        fit[f"nics.{nic}.host_kcycles_per_packet"] = list(PER_PACKET_RANGE)
+    # A cost the base profile sets to zero lives elsewhere in the model (the stack
+    # charges it on another side, say): it stays zero rather than be invented.
+    fit = {name: bounds for name, bounds in fit.items() if get_param(raw, name) > 0}
+    raw["calibration"] = {"fit": fit}
+    return raw
+
+
+def calibrate_runs(dirs: list[Path], name: str, base: str) -> tuple[Fit, list[Measured], dict[str, Any]]:
+    """Fit a profile called ``name`` to the runs in ``dirs``; nothing is written."""
+    if name in profile_names(shipped_only=True):
+        raise SanlabError(f"--name {name}: a shipped profile has that name; choose another")
+    rows = rows_from_runs(dirs, Profile.model_validate(_inherit(load_raw(base), base)))
+    raw = starting_profile(base, name, rows)
+    rows = [dataclasses.replace(r, point=dataclasses.replace(r.point, profile=name)) for r in rows]
+    return fit(raw, rows), rows, raw
+
+
+def write_profile(raw: dict[str, Any], result: Fit, dirs: list[Path], base: str) -> Path:
+    """The fitted profile, self-contained, in the user's profile folder."""
+    document = copy.deepcopy(raw)
+    for param, value in result.params.items():
+        _set(document, param, value)
+    document["description"] = f"fitted by 'sanlab calibrate --runs' from {len(result.used)} cells on {base}"
+    document["calibration"] = {
+        "runs": [str(d) for d in dirs],
+        "base": base,
+        "written": datetime.date.today().isoformat(),
+        "intervals_95": {k: [round(lo, 4), round(hi, 4)] for k, (lo, hi) in result.intervals.items()},
+        "unconstrained": result.unconstrained,
+    }
+    folder = user_profile_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{raw['name']}.yaml"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(document, sort_keys=False, width=100))
+    tmp.replace(path)
+    clear_cache()
+    return path
+
+
+def _set(document: dict[str, Any], param: str, value: float) -> None:
+    set_param(document, param, value)
