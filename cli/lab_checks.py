@@ -99,7 +99,9 @@ class Checker:
         if tshark is None:
             raise ToolMissing("tshark", "install it with: apt-get install tshark")
         args = [tshark, *tshark_args(), "-r", str(self.capture_file(probe.link)), "-Y", probe.filter]
-        run = subprocess.run(args + ["-T", "fields", "-e", "frame.number"], capture_output=True, text=True)
+        run = subprocess.run(
+            args + ["-T", "fields", "-e", "frame.number"], capture_output=True, text=True, timeout=600
+        )
         if run.returncode != 0:
             raise SanlabError(f"tshark could not apply {probe.filter!r}: {run.stderr.strip()[-200:]}")
         count = len(run.stdout.split())

@@ -78,9 +78,8 @@ class Attribution:
 class Attributor:
     """Walks the frames in capture order and decides each one's owner."""
 
-    def __init__(self, frames: list[Frame], tcp: dict[int, Connection]) -> None:
+    def __init__(self, frames: list[Frame]) -> None:
         self.frames = frames
-        self.tcp = tcp
         self.owners: dict[int, Owner] = {}
         self.tasks: list[Io] = []
         self.open: dict[tuple[object, str], Io] = {}  # (connection, tag) -> task in flight
@@ -307,7 +306,7 @@ def attribute(
 ) -> Attribution:
     """Owners for every frame.  tcp_kinds names the TCP streams to frame as iscsi or nvme-tcp."""
     tcp = connections(frames, server_ports)
-    engine = Attributor(frames, tcp)
+    engine = Attributor(frames)
     engine.pair_qps()
     events = _pdu_events(pcap, tcp, tcp_kinds)
     pdu_owners: dict[int, Owner] = {}

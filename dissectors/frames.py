@@ -110,7 +110,7 @@ FIELDS = (
 ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write and Read
 ROCE_UDP_PORT = 4791
 # RC BTH opcodes (InfiniBand Architecture, volume 1, table 38).
-RC_SEND_FIRST, RC_SEND_MIDDLE, RC_SEND_LAST, RC_SEND_ONLY, RC_ACK = 0, 1, 2, 4, 17
+RC_SEND_FIRST, RC_ACK = 0, 17
 RC_SEND_STARTS = {0, 4, 5, 23}  # First, Only, Only with Immediate, Only with Invalidate
 RC_WRITE_STARTS, RC_WRITE_GOES_ON = {6, 10, 11}, {7, 8, 9}
 RC_READ_REQUEST, RC_READ_RESPONSE_STARTS, RC_READ_RESPONSE_GOES_ON = 12, {13, 16}, {14, 15}
@@ -123,8 +123,9 @@ SRP_CMD_IU, SRP_RSP_IU = 0x02, 0xC1
 SRP_LOGIN_IUS = {0x00, 0xC0, 0xC2, 0x03, 0x80}  # LOGIN_REQ/RSP/REJ, I_LOGOUT, T_LOGOUT
 # NVM command set opcodes.
 NVME_WRITE, NVME_READ = 0x01, 0x02
-# RDMAP opcodes (RFC 5040): the read request and its tagged response.
-RDMAP_WRITE, RDMAP_READ_REQUEST, RDMAP_READ_RESPONSE = 0, 1, 2
+# RDMAP opcode (RFC 5040) of the untagged read request; Write (0) and Read
+# Response (2) need no name: both are tagged, and the STag names their owner.
+RDMAP_READ_REQUEST = 1
 
 
 @dataclass(frozen=True)
