@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sanlab.dissectors.framing import ISCSI_CATEGORY, scsi_cdb
+from sanlab.dissectors.framing import ISCSI_CATEGORY, scsi_op
 from sanlab.dissectors.plugins import tshark_args
 from sanlab.dissectors.rawframes import frame_bytes
 from sanlab.scenarios.errors import SanlabError, ToolMissing
@@ -418,8 +418,7 @@ def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     for op, tag in zip(ops, tags, strict=False):
         code = _int(op)
         if code == SRP_CMD_IU:
-            cdb = _int(_split(row["srp_rdma.cdb.opcode"])[0])
-            kind, _, _ = scsi_cdb(bytes([cdb]))
+            kind = scsi_op(_int(_split(row["srp_rdma.cdb.opcode"])[0]))
             _add(
                 frame,
                 Command(
@@ -438,37 +437,62 @@ def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
             frame.category = "login"
 
 
+@dataclass(frozen=True)
+class IserFields:
+    """Where one decoder puts an iSER PDU's fields: sanlab's iwarp.lua, or Wireshark's
+    iser and iscsi dissectors (RoCE)."""
+
+    opcode: str
+    itt: str
+    edtl: str
+    scsi_opcode: str
+    lba: tuple[str, ...]  # tried in order: (10) then (16)
+    blocks: tuple[str, ...]
+    stags: tuple[str, str]  # write, read
+
+
+ISER_OVER_IWARP = IserFields(
+    "sanlab_iser.iscsi.opcode",
+    "sanlab_iser.iscsi.itt",
+    "sanlab_iser.iscsi.edtl",
+    "sanlab_iser.scsi.opcode",
+    ("sanlab_iser.scsi.lba",),
+    ("sanlab_iser.scsi.transfer_length",),
+    ("sanlab_iser.write_stag", "sanlab_iser.read_stag"),
+)
+ISER_OVER_ROCE = IserFields(
+    "iscsi.opcode",
+    "iscsi.initiatortasktag",
+    "iscsi.scsicommand.expecteddatatransferlength",
+    "scsi_sbc.opcode",
+    ("scsi_sbc.rdwr10.lba", "scsi_sbc.rdwr16.lba"),
+    ("scsi_sbc.rdwr10.xferlen", "scsi_sbc.rdwr12.xferlen"),
+    ("iser.write_stag", "iser.read_stag"),
+)
+
+
+def _first_of(row: dict[str, str], names: tuple[str, ...], default: int) -> int:
+    return next((_first(row, n) for n in names if row[n]), default)
+
+
 def _iser(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     """iSER: over iWARP from sanlab_iser, over RoCE from Wireshark's iser + iscsi."""
-    if row["sanlab_iser.iscsi.opcode"]:
-        seen.add("iser")
-        prefix, itt_field, edtl_field = "sanlab_iser.", "sanlab_iser.iscsi.itt", "sanlab_iser.iscsi.edtl"
-        lba = _first(row, "sanlab_iser.scsi.lba")
-        blocks = _first(row, "sanlab_iser.scsi.transfer_length", 0)
-        scsi = _split(row["sanlab_iser.scsi.opcode"])
-        ops = _split(row["sanlab_iser.iscsi.opcode"])
-    elif row["iscsi.opcode"] and frame.roce:
-        seen.add("iser")
-        prefix, itt_field, edtl_field = (
-            "",
-            "iscsi.initiatortasktag",
-            "iscsi.scsicommand.expecteddatatransferlength",
-        )
-        lba = _first(row, "scsi_sbc.rdwr10.lba", _first(row, "scsi_sbc.rdwr16.lba"))
-        blocks = _first(row, "scsi_sbc.rdwr10.xferlen", _first(row, "scsi_sbc.rdwr12.xferlen", 0))
-        scsi = _split(row["scsi_sbc.opcode"])
-        ops = _split(row["iscsi.opcode"])
+    if row[ISER_OVER_IWARP.opcode]:
+        fields = ISER_OVER_IWARP
+    elif row[ISER_OVER_ROCE.opcode] and frame.roce:
+        fields = ISER_OVER_ROCE
     else:
         if row["iscsi.opcode"]:
             seen.add("iscsi")
         return
-    stags = "sanlab_iser." if prefix else "iser."
-    keys = _keys(_split(row[stags + "write_stag"]), _split(row[stags + "read_stag"]))
-    edtl, itts = _split(row[edtl_field]), _split(row[itt_field])
-    for op, itt in zip(ops, itts, strict=False):
+    seen.add("iser")
+    lba, blocks = _first_of(row, fields.lba, -1), _first_of(row, fields.blocks, 0)
+    keys = _keys(*(_split(row[name]) for name in fields.stags))
+    scsi, edtl = _split(row[fields.scsi_opcode]), _split(row[fields.edtl])
+    for op, itt in zip(_split(row[fields.opcode]), _split(row[fields.itt]), strict=False):
         code = _int(op) & 0x3F
         if code == ISCSI_SCSI_COMMAND and edtl:
-            kind, _, _ = scsi_cdb(bytes([_int(scsi[0])])) if scsi else ("other", -1, 0)
+            kind = scsi_op(_int(scsi[0])) if scsi else "other"
             category = "" if kind != "other" else "scsi control"
             _add(frame, Command(itt, kind, int(edtl.pop(0)), lba, blocks, keys, category))
         elif code == ISCSI_SCSI_RESPONSE:

@@ -74,10 +74,15 @@ def _pad4(n: int) -> int:
     return (n + 3) & ~3
 
 
+def scsi_op(code: int) -> str:
+    """read, write or other, from a SCSI CDB's opcode."""
+    return "read" if code in SCSI_READS else "write" if code in SCSI_WRITES else "other"
+
+
 def scsi_cdb(cdb: bytes) -> tuple[str, int, int]:
     """(read/write/other, LBA, blocks) of a SCSI CDB; READ/WRITE (10) and (16) decoded."""
     code = cdb[0] if cdb else -1
-    op = "read" if code in SCSI_READS else "write" if code in SCSI_WRITES else "other"
+    op = scsi_op(code)
     if code in (0x28, 0x2A) and len(cdb) >= 10:
         return op, int.from_bytes(cdb[2:6], "big"), int.from_bytes(cdb[7:9], "big")
     if code in (0x88, 0x8A) and len(cdb) >= 16:
