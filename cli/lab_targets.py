@@ -26,6 +26,7 @@ from typing import Any
 
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import labs_root, live_agent_path, read_state
+from sanlab.scenarios.endpoints import emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets.runner import Placement, place, target_name
@@ -81,7 +82,8 @@ def resolve(lab: str, name: str) -> LabTarget:
         (where.split("/", 1)[1], where.split("/", 1)[0]): address
         for where, address in dict(state.get("addresses") or {}).items()
     }
-    return LabTarget(lab, name, target, place(scenario, target, hosts, addresses), tuple(hosts.values()))
+    placement = place(scenario, target, hosts, emulated(scenario, addresses))
+    return LabTarget(lab, name, target, placement, tuple(hosts.values()))
 
 
 # --- status files -------------------------------------------------------------

@@ -29,6 +29,7 @@ from sanlab.emulator import links as cables
 from sanlab.emulator.images import Image, require_image
 from sanlab.emulator.links import Interface, configure
 from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
+from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import link_name, rdma_driver
@@ -88,6 +89,7 @@ class Plan:
     specs: dict[str, VmSpec]
     interfaces: dict[str, list[Interface]]
     addresses: dict[tuple[str, str], str]
+    endpoints: dict[tuple[str, str], Endpoint]
 
 
 def plan(
@@ -133,7 +135,7 @@ def plan(
                 )
             )
     _check_socket_paths(specs)
-    return Plan(specs, interfaces, addresses)
+    return Plan(specs, interfaces, addresses, emulated(scenario, addresses))
 
 
 def _check_socket_paths(specs: dict[str, VmSpec]) -> None:

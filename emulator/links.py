@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sanlab.emulator.agent import Completed
+from sanlab.scenarios.endpoints import soft_rdma_device
 from sanlab.scenarios.errors import SanlabError
 
 
@@ -45,7 +46,7 @@ class Interface:
 
     @property
     def rdma_device(self) -> str | None:
-        return f"{self.rdma_driver}_{self.link}" if self.rdma_driver else None
+        return soft_rdma_device(self.rdma_driver, self.link) if self.rdma_driver else None
 
 
 def configure(host: Runs, nic: Interface) -> None:

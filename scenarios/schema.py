@@ -15,7 +15,15 @@ import json
 import sys
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
 
 from sanlab.scenarios.sizes import (
     BLOCK_SIZE,
@@ -31,7 +39,7 @@ Fabric = Literal["eth", "roce", "iwarp", "ib"]
 RdmaDriver = Literal["rxe", "siw"]
 Stack = Literal["lio", "tgt", "nvmet", "scst", "spdk"]
 Transport = Literal["iscsi", "iser", "srp", "nvme-tcp", "nvme-rdma"]
-Backstore = Literal["ramdisk", "null", "file"]
+Backstore = Literal["ramdisk", "null", "file", "device"]
 Backend = Literal["null", "ramdisk", "nvme"]
 ReadWrite = Literal["read", "write", "randread", "randwrite"]
 Role = Literal["initiator", "target"]
@@ -74,6 +82,14 @@ _PROFILE = r"^([a-z0-9][a-z0-9._-]{0,63}|[^\x00-\x1f]{1,250}\.ya?ml)$"
 _CHAP = r"^[!$-<>-\[\]-~]+$"
 _CHAP_NAME = r"^[!$-:<>-\[\]-~]+$"
 _TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
+# Where ssh goes: [USER@]HOST, HOST a name or an address.  Never starts with
+# '-' (it would be read as an option) and holds no shell characters.
+_SSH = r"^([a-z_][a-z0-9_.-]{0,31}@)?[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$"
+# A network interface's name as Linux allows it (IFNAMSIZ 16), or an RDMA device's.
+_IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"
+# A block device to serve: a path under /dev, nothing else.
+_DEVICE = r"^/dev/[A-Za-z0-9_][A-Za-z0-9/_.:-]{0,120}$"
+_FILE_PATH = r"^[^\x00-\x1f\x7f]{1,250}$"
 # What each pattern means, for error messages.
 PATTERN_HINTS = {
     _HOST_NAME: "lower-case letters, digits and '-', starting with a letter, at most 31",
@@ -82,12 +98,29 @@ PATTERN_HINTS = {
     _CHAP: "printable ASCII without spaces, '#', '=', '\"' or backslash",
     _CHAP_NAME: "printable ASCII without spaces, ';', '#', '=', '\"' or backslash",
     _TEXT_LINE: "one line of text",
+    _SSH: "[USER@]HOST, HOST a name or address, starting with a letter or digit",
+    _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
+    _DEVICE: "a block device path under /dev, such as /dev/nvme1n1",
+    _FILE_PATH: "a file path on one line",
 }
+
+
+def _no_parent_steps(path: str) -> str:
+    """A device path stays under /dev: '..' would lead anywhere."""
+    if ".." in path.split("/"):
+        raise ValueError(f"{path!r} climbs out of /dev with '..'")
+    return path
+
+
 HostName = Annotated[str, Field(pattern=_HOST_NAME)]
 Label = Annotated[str, Field(pattern=_LABEL)]
 ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
 ChapText = Annotated[str, Field(pattern=_CHAP)]
 ChapName = Annotated[str, Field(pattern=_CHAP_NAME)]
+SshDestination = Annotated[str, Field(pattern=_SSH)]
+InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
+DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
+FilePath = Annotated[str, Field(pattern=_FILE_PATH)]
 
 
 def _yaml_null_is_null_device(value: Any) -> Any:
@@ -107,16 +140,29 @@ class Strict(BaseModel):
 
 
 class Host(Strict):
-    """A VM (or, later, a real machine) that plays one role."""
+    """A VM, or a real machine reached over SSH, that plays one role.
+
+    ``ssh`` makes it a real machine: OpenSSH reaches it (the user's ssh
+    config, agent and ProxyJump apply) and ``cpus``/``memory`` do not.
+    """
 
     name: HostName
     role: Role
     cpus: int = Field(1, ge=1, le=16)
     memory: MemorySize = 1 << 30
+    ssh: SshDestination | None = None
+    port: int | None = Field(None, ge=1, le=65535)
+    identity: FilePath | None = None  # a private key file for ssh -i
 
 
 class Link(Strict):
-    """A point-to-point link; with RDMA it carries a soft-RDMA device too."""
+    """A point-to-point link; with RDMA it carries a soft-RDMA device too.
+
+    Between real machines a link is the cable that is already there:
+    ``interfaces`` names the NIC at each end (its address is read from it)
+    and ``rdma_devices`` the RDMA device on it where the NIC's own is not
+    the one wanted; rate, delay and loss are the hardware's, not shaped.
+    """
 
     name: HostName | None = None
     endpoints: list[HostName] = Field(min_length=2, max_length=2)
@@ -126,6 +172,8 @@ class Link(Strict):
     delay: Delay = 0.0
     loss: Percent = 0.0
     mtu: int = Field(1500, ge=576, le=9000)
+    interfaces: dict[HostName, InterfaceName] | None = None
+    rdma_devices: dict[HostName, InterfaceName] | None = None
 
 
 class Chap(Strict):
@@ -150,6 +198,11 @@ class Target(Strict):
     header_digest: bool = False
     data_digest: bool = False
     chap: Chap | None = None
+    # backstore 'device': a block device of the target host's own.  sanlab
+    # refuses one that is mounted or in use, and one that holds a file
+    # system or partition table unless ``destroy`` says its data may go.
+    device: DevicePath | None = None
+    destroy: bool = False
 
 
 class Workload(Strict):

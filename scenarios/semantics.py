@@ -65,7 +65,81 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + list(_targets(scenario, links_ok=not link_problems))
         + list(_workloads_and_projections(scenario))
         + list(_sizes(scenario))
+        + list(_machines(scenario))
+        + list(_devices(scenario))
     )
+
+
+def real_machines(scenario: Scenario) -> bool:
+    """Does the scenario run on real machines over SSH (rather than on VMs)?"""
+    return any(h.ssh for h in scenario.hosts)
+
+
+# Link fields that shape an emulated cable; a real one is what it is.
+SHAPING_FIELDS = ("rate", "delay", "loss", "rdma_driver")
+
+
+def _machines(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """Real machines and VMs do not mix (VMs reach no one), and each kind has its own fields."""
+    real = real_machines(scenario)
+    for i, host in enumerate(scenario.hosts):
+        if real and not host.ssh:
+            yield (
+                f"hosts[{i}].ssh",
+                f"{host.name!r} has none, but other hosts are real machines: a scenario's hosts are "
+                "all VMs or all reached over SSH (give ssh: USER@HOST, or use --inventory)",
+            )
+        if host.ssh and {"cpus", "memory"} & host.model_fields_set:
+            yield f"hosts[{i}].cpus", f"{host.name!r} is a real machine: cpus and memory size VMs only"
+        if not host.ssh and {"port", "identity"} & host.model_fields_set:
+            yield f"hosts[{i}].port", f"{host.name!r} is a VM: port and identity go with ssh"
+    for i, link in enumerate(scenario.links):
+        yield from _link_kind(i, link, real)
+
+
+def _link_kind(i: int, link: Link, real: bool) -> Iterator[tuple[str, str]]:
+    if not real:
+        for field in ("interfaces", "rdma_devices"):
+            if getattr(link, field):
+                yield (
+                    f"links[{i}].{field}",
+                    "names a real machine's devices; VM links are named after the link",
+                )
+        return
+    shaped = sorted(set(SHAPING_FIELDS) & link.model_fields_set)
+    if shaped:
+        yield (
+            f"links[{i}].{shaped[0]}",
+            "shapes an emulated cable; between real machines the NICs and cable are what they are "
+            "(an RDMA device goes in rdma_devices)",
+        )
+    for field in ("interfaces", "rdma_devices"):
+        named = getattr(link, field) or {}
+        for host in named:
+            if host not in link.endpoints:
+                yield f"links[{i}].{field}.{host}", f"{host!r} is not an end of this link ({link.endpoints})"
+    missing = [h for h in link.endpoints if h not in (link.interfaces or {})]
+    if missing:
+        yield (
+            f"links[{i}].interfaces",
+            f"name the interface at each end between real machines (missing: {', '.join(missing)})",
+        )
+
+
+def _devices(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """``device`` goes with backstore 'device' and nothing else; ``destroy`` with a device."""
+    for i, target in enumerate(scenario.targets):
+        if target.backstore == "device" and target.device is None:
+            yield (
+                f"targets[{i}].device",
+                "backstore 'device' needs the block device to serve, e.g. /dev/nvme1n1",
+            )
+        if target.backstore != "device" and target.device is not None:
+            yield f"targets[{i}].device", f"is only read with backstore: device (not {target.backstore!r})"
+        if target.destroy and target.device is None:
+            yield f"targets[{i}].destroy", "applies to a device backstore only"
+        if target.device is not None and target.luns != 1:
+            yield f"targets[{i}].luns", "a device backstore serves one LUN: the device itself"
 
 
 def _hosts(scenario: Scenario) -> Iterator[tuple[str, str]]:
@@ -185,7 +259,7 @@ RAM_BACKSTORES = ("ramdisk", "file")  # the guest's root is RAM too, so a file l
 
 def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """Sizes that are each fine alone but not together: RAM disks vs memory, blocks vs LUNs."""
-    memory = {h.name: h.memory for h in scenario.hosts}
+    memory = {h.name: h.memory for h in scenario.hosts if not h.ssh}  # a real machine has its own
     for j, target in enumerate(scenario.targets):
         held = target.size * target.luns
         if target.backstore in RAM_BACKSTORES and target.host in memory and held > memory[target.host] // 2:

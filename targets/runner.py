@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
@@ -87,28 +88,18 @@ class Placement:
         }
 
 
-def place(
-    scenario: Scenario, target: Target, hosts: Mapping[str, Host], addresses: dict[tuple[str, str], str]
-) -> Placement:
+def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints) -> Placement:
     found = target_link(scenario, target)
     if found is None:
         raise SanlabError(f"target on {target.host!r} has no link")
     index, link = found
     lname = link_name(link, index)
     initiator = next(h for h in link.endpoints if h != target.host)
-    driver = rdma_driver(link)
-    wire = Wiring(
-        target_host=hosts[target.host],
-        initiator_host=hosts[initiator],
-        target_address=addresses[(lname, target.host)],
-        initiator_address=addresses[(lname, initiator)],
-        rdma_device=f"{driver}_{lname}" if driver else None,
-        link=lname,
-    )
+    wire = Wiring(hosts[target.host], hosts[initiator], ends[(lname, target.host)], ends[(lname, initiator)])
     rate = link.rate / 1e9 if link.rate else None
     if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
         return Placement(wire, "eth", None, rate, link.mtu)
-    return Placement(wire, link.fabric, driver, rate, link.mtu)
+    return Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu)
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -158,7 +149,7 @@ class LinkDoctor(Protocol):
 def run(
     scenario: Scenario,
     hosts: Mapping[str, Host],
-    addresses: dict[tuple[str, str], str],
+    ends: Endpoints,
     out: Path,
     say: Say = lambda m: None,
     doctor: LinkDoctor | None = None,
@@ -183,7 +174,7 @@ def run(
     total = sum(len(cells) for _, _, cells in todo)
     done = 0
     for target, name, cells in todo:
-        placement = place(scenario, target, hosts, addresses)
+        placement = place(scenario, target, hosts, ends)
         wire, base = placement.wiring, placement.record_base(target)
         run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total, sink)
         attempt = run_target()

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 
+from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.schema import Target
 from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
 from sanlab.targets.host import Host, StackError
@@ -27,14 +28,25 @@ Say = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Wiring:
-    """Where a target lives and how its initiator reaches it."""
+    """Where a target lives and how its initiator reaches it: two hosts, two ends of one link."""
 
     target_host: Host
     initiator_host: Host
-    target_address: str
-    initiator_address: str
-    rdma_device: str | None  # on both hosts: <driver>_<link>
-    link: str  # the scenario's name for the cable between them
+    target_end: Endpoint
+    initiator_end: Endpoint
+
+    @property
+    def target_address(self) -> str:
+        return self.target_end.address
+
+    @property
+    def initiator_address(self) -> str:
+        return self.initiator_end.address
+
+    @property
+    def link(self) -> str:
+        """The scenario's name for the cable between them."""
+        return self.target_end.link
 
 
 # What the export half tells the connect half (JSON-able, so that a lab can keep
@@ -206,23 +218,23 @@ def lio_connect(
 def _lio_srp_export(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, storage: list[backstores.Backing | None]
 ) -> Exported:
-    if wiring.rdma_device is None:
-        raise StackError("SRP needs an RDMA link")
-    ids = srp_initiator.identities(wiring.initiator_host, wiring.rdma_device, wiring.initiator_address)
+    here, there = wiring.target_end.rdma_device, wiring.initiator_end.rdma_device
+    if here is None or there is None:
+        raise StackError(f"SRP needs an RDMA device at both ends of link {wiring.link!r}")
+    ids = srp_initiator.identities(wiring.initiator_host, there, wiring.initiator_address)
     guid = steps.enter_context(
-        lio.srp_exported(
-            wiring.target_host, name, wiring.rdma_device, wiring.target_address, ids, storage, target.size
-        )
+        lio.srp_exported(wiring.target_host, name, here, wiring.target_address, ids, storage, target.size)
     )
     return {"ioc_guid": guid}
 
 
 def _lio_srp_connect(steps: ExitStack, wiring: Wiring, made: Exported) -> list[str]:
-    if wiring.rdma_device is None:
-        raise StackError("SRP needs an RDMA link")
+    device = wiring.initiator_end.rdma_device
+    if device is None:
+        raise StackError(f"SRP needs an RDMA device on {wiring.initiator_host.name}'s end of {wiring.link!r}")
     login = srp_initiator.logged_in(
         wiring.initiator_host,
-        wiring.rdma_device,
+        device,
         made["ioc_guid"],
         wiring.initiator_address,
         wiring.target_address,

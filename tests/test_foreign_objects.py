@@ -68,7 +68,7 @@ def _inventory(lab) -> str:
 
 
 def _run(lab, targets: list[dict], tmp_path, say=print):
-    return runner.run(_scenario(targets), lab.vms, lab.plan.addresses, tmp_path, say)
+    return runner.run(_scenario(targets), lab.vms, lab.plan.endpoints, tmp_path, say)
 
 
 def test_a_run_leaves_foreign_exports_alone(lab, tmp_path):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import BaseModel
 
+from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.schema import Chap, Host, Link, Projection, Scenario, Target, Workload
@@ -36,6 +37,8 @@ PAYLOADS = [
     "../../etc/passwd",
     "a b",
     "--help",
+    "-oProxyCommand=touch /tmp/pwned",
+    "/dev/../etc/passwd",
 ]
 # Shell characters a CHAP value may legitimately hold (the stacks accept them).
 HOSTILE_CHAP = ["s3cr3t'$(x)|id", "`id`$HOME|&<>!", "a*b?c[d]{e}~f(g)"]
@@ -50,6 +53,10 @@ REACHES_HOSTS = {
     (Target, "link"),
     (Chap, "username"),
     (Chap, "password"),
+    (Host, "ssh"),  # an ssh argument; never read as an option
+    (Link, "interfaces"),
+    (Link, "rdma_devices"),
+    (Target, "device"),
 }
 STAYS_HOME = {
     (Scenario, "name"),  # printed, and a lab name is derived from the file name instead
@@ -57,6 +64,7 @@ STAYS_HOME = {
     (Workload, "name"),
     (Projection, "profile"),  # a file name or profile name, read locally
     (Projection, "label"),
+    (Host, "identity"),  # a local key file, one element of ssh's argument vector
 }
 
 
@@ -99,7 +107,7 @@ def _set(path: tuple, value: str) -> dict:
     data = copy.deepcopy(BASE)
     node = data
     for key in path[:-1]:
-        node = node[key]
+        node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
     node[path[-1]] = value
     return data
 
@@ -110,6 +118,10 @@ NAME_PATHS = [
     ("targets", 0, "name"),
     ("targets", 0, "host"),
     ("targets", 0, "link"),
+    ("hosts", 0, "ssh"),
+    ("links", 0, "interfaces", "initiator"),
+    ("links", 0, "rdma_devices", "initiator"),
+    ("targets", 0, "device"),
 ]
 
 
@@ -176,7 +188,12 @@ def test_chap_values_reach_the_shell_as_one_word(stack, transport, secret):
     data = dict(BASE, targets=[dict(BASE["targets"][0], stack=stack, transport=transport, chap=chap)])
     scenario = parse_scenario(data, "inject.yaml")
     target, initiator = RecordingHost("target"), RecordingHost("initiator")
-    wiring = Wiring(target, initiator, "169.254.10.2", "169.254.10.1", "rxe_fabric", "fabric")
+    wiring = Wiring(
+        target,
+        initiator,
+        Endpoint("target", "fabric", "169.254.10.2", "fabric", "rxe_fabric"),
+        Endpoint("initiator", "fabric", "169.254.10.1", "fabric", "rxe_fabric"),
+    )
     with exported(scenario.targets[0], "t1", wiring) as devices:
         assert devices == ["/dev/sdb"]
     for host in (target, initiator):

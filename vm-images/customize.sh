@@ -52,6 +52,9 @@ install -m 0755 "$here/init" "$root/init"
 install -D -m 0755 "$here/agent.py" "$root/usr/lib/sanlab/agent.py"
 echo "$kver" > "$root/usr/lib/sanlab/kernel-version"
 
+# --- no shared SSH host keys: each guest makes its own when sshd starts ----
+rm -f "$root"/etc/ssh/ssh_host_*
+
 # --- what a guest never reads ----------------------------------------------
 rm -rf "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* \
        "$root"/usr/share/locale/* "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* \

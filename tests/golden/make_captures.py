@@ -77,14 +77,8 @@ def capture(name: str) -> Path:
     with tempfile.TemporaryDirectory(prefix="sanlab-golden-") as tmp:
         with running_lab(scenario, f"golden-{name}", print, Path(tmp), keep_logs=False) as lab:
             t, i = lab.vms["target"], lab.vms["initiator"]
-            wire = Wiring(
-                t,
-                i,
-                lab.plan.addresses[("fabric", "target")],
-                lab.plan.addresses[("fabric", "initiator")],
-                f"{driver}_fabric",
-                "fabric",
-            )
+            ends = lab.plan.endpoints
+            wire = Wiring(t, i, ends[("fabric", "target")], ends[("fabric", "initiator")])
             with exported(scenario.targets[0], "golden", wire) as devices:
                 if name.endswith("-qd4"):
                     evidence = [_queued_ios(i, devices[0], rw, bs) for rw, bs in IOS]
