@@ -12,13 +12,16 @@ from pathlib import Path
 
 import click
 
+from sanlab.commands_machines import check_machines, machine_hosts, run_on_machines
 from sanlab.emulator.images import build_image
-from sanlab.emulator.lab import Lab, lab_name, running_lab
+from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord, RunJournal, claim_out_dir, results_document
 from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import real_machines
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import runner
+from sanlab.targets.dryrun import DryRunHost
 from sanlab.validation import fail, load_checked
 
 
@@ -40,7 +43,21 @@ def _interrupt(signum: int, frame: object) -> None:
     help="Keep only this many bytes of each captured frame (headers, not data: smaller pcaps).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
-def run(scenario: Path, out: Path | None, force: bool, snaplen: int | None, as_json: bool) -> None:
+@click.option(
+    "--inventory",
+    type=click.Path(path_type=Path),
+    help="Reach the scenario's hosts as this Ansible-style YAML inventory says (real machines).",
+)
+@click.option("--dry-run", is_flag=True, help="Print every command each host would run, and change nothing.")
+def run(
+    scenario: Path,
+    out: Path | None,
+    force: bool,
+    snaplen: int | None,
+    as_json: bool,
+    inventory: Path | None,
+    dry_run: bool,
+) -> None:
     """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
 
     Writes results.json, the raw fio JSON, one pcap per link (when capture is
@@ -51,11 +68,21 @@ def run(scenario: Path, out: Path | None, force: bool, snaplen: int | None, as_j
     machine, not of any hardware; use 'sanlab model' for projections.
 
     \b
+    Hosts with ``ssh:`` (or from --inventory) are real machines: sanlab
+    reads them first (preflight: CPU, kernel, NICs, firmware, PCIe, RDMA
+    devices, tools) and refuses to start where anything is missing; their
+    records say ``measured`` and carry those facts.
+
+    \b
     Example:
       sanlab run scenarios/smoke.yaml --out runs/smoke
+      sanlab run my-servers.yaml --inventory hosts.yaml --dry-run
     """
     try:
-        loaded = load_checked(scenario)
+        loaded = load_checked(scenario, inventory)
+        if dry_run:
+            _dry_run(loaded)
+            return
         if not loaded.targets:
             raise SanlabError(f"{scenario}: declares no targets: nothing to run (try 'sanlab lab up')")
         planned = runner.planned_points(loaded)
@@ -68,7 +95,10 @@ def run(scenario: Path, out: Path | None, force: bool, snaplen: int | None, as_j
         fail(exc)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _run_matrix(loaded, scenario, out, journal, snaplen)
+        if real_machines(loaded):
+            run_on_machines(loaded, out, journal, _say)
+        else:
+            _run_matrix(loaded, scenario, out, journal, snaplen)
     except KeyboardInterrupt:
         journal.finish("interrupted", f"{len(journal.records)} of {planned} points finished")
         _say(f"interrupted: {len(journal.records)} of {planned} points are in {out / 'results.json'}")
@@ -93,6 +123,23 @@ def _run_matrix(
             _collect_logs(lab, out)
 
 
+def _dry_run(loaded: Scenario) -> None:
+    """Walk the run with hosts that only write down what they are sent, and print it per host."""
+    if real_machines(loaded):
+        with machine_hosts(loaded) as hosts:
+            checked = check_machines(loaded, hosts, _say)
+            ends = checked.endpoints
+    else:
+        ends = plan(loaded, "dry-run", Path("/dry-run"), None).endpoints
+    imagined = {h.name: DryRunHost(h.name) for h in loaded.hosts}
+    runner.rehearse(loaded, imagined, ends)
+    for host in imagined.values():
+        click.echo(f"== {host.name}: {len(host.commands)} commands")
+        for command in host.commands:
+            click.echo("  " + command.replace("\n", "\n  "))
+    click.echo("dry run: nothing was changed on any host")
+
+
 def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: bool) -> None:
     failed = [r for r in records if r.error]
     if as_json:
@@ -109,7 +156,10 @@ def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: boo
                 f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
                 f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6} {checked:>8}" + _error_note(r.error, r.note)
             )
-        click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
+        if any(r.mode == "emulated" for r in records):
+            click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
+        else:
+            click.echo("* measured on the real machines named in each record's 'hardware'")
         click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if captured else ''})")
     sys.exit(1 if failed else 0)
 

@@ -29,9 +29,10 @@ def fail(exc: SanlabError) -> NoReturn:
     raise click.ClickException(str(exc)) from None
 
 
-def load_checked(path: Path) -> Scenario:
-    """Load a scenario and also check the names it gives to other layers."""
-    scenario = load_scenario(path)
+def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
+    """Load a scenario (its hosts from ``inventory`` if given) and check the names it gives
+    to other layers."""
+    scenario = load_scenario(path, inventory)
     problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
     if problems:
         raise ScenarioError(problems)

@@ -25,10 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.emulator import accel as accelerator
+from sanlab.emulator import guest_ssh
 from sanlab.emulator import links as cables
 from sanlab.emulator.images import Image, require_image
 from sanlab.emulator.links import Interface, configure
-from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
+from sanlab.emulator.qemu import MGMT_ADDRESS, MGMT_MAC, NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
+from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import Scenario
@@ -39,7 +41,16 @@ BOOT_TIMEOUT = 180.0
 # A lab's name is a name, never a path: it becomes one folder under labs_root().
 LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 # Everything a lab writes into its run directory; nothing else there is ever removed.
-LAB_FILES = ("state.json", "state.tmp", "*.sock", "*.console.log", "*.qemu.log", "*.pcap")
+LAB_FILES = (
+    "state.json",
+    "state.tmp",
+    "*.sock",
+    "*.console.log",
+    "*.qemu.log",
+    "*.pcap",
+    "ssh-*",
+    "ssh_key*",
+)
 UNIX_PATH_MAX = 107
 
 
@@ -93,7 +104,12 @@ class Plan:
 
 
 def plan(
-    scenario: Scenario, lab: str, run_dir: Path, capture_dir: Path | None, snaplen: int | None = None
+    scenario: Scenario,
+    lab: str,
+    run_dir: Path,
+    capture_dir: Path | None,
+    snaplen: int | None = None,
+    ssh: bool = False,
 ) -> Plan:
     """VM specs and interfaces for every host; addresses are IPv4 link-local.
 
@@ -101,7 +117,12 @@ def plan(
     point-to-point cable needs no routing, and these addresses never leave
     the QEMU processes.
     """
-    specs = {h.name: VmSpec(h.name, cpus=h.cpus, memory_mib=max(256, h.memory >> 20)) for h in scenario.hosts}
+    specs = {
+        h.name: VmSpec(
+            h.name, h.cpus, max(256, h.memory >> 20), ssh_port=guest_ssh.free_port() if ssh else None
+        )
+        for h in scenario.hosts
+    }
     interfaces: dict[str, list[Interface]] = {h.name: [] for h in scenario.hosts}
     addresses: dict[tuple[str, str], str] = {}
     for i, link in enumerate(scenario.links):
@@ -166,12 +187,14 @@ class Lab:
         run_dir: Path,
         capture_dir: Path | None = None,
         snaplen: int | None = None,
+        ssh: bool = False,
     ):
         if not scenario.hosts:
             raise SanlabError(f"scenario {scenario.name!r} declares no hosts: nothing to boot")
         self.scenario, self.name, self.run_dir = scenario, name, run_dir
-        self.plan = plan(scenario, name, run_dir, capture_dir, snaplen)
+        self.plan = plan(scenario, name, run_dir, capture_dir, snaplen, ssh)
         self.vms: dict[str, Vm] = {}
+        self.ssh_hosts: dict[str, SshHost] = {}  # with ssh: the same guests, reached over SSH
         self.accel = ""
 
     @property
@@ -204,7 +227,22 @@ class Lab:
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
         say(f"lab {self.name}: links up ({', '.join(self._link_summary())})")
+        if any(spec.ssh_port for spec in self.plan.specs.values()):
+            self._open_ssh(say)
         self._write_state()
+
+    def _open_ssh(self, say: Say) -> None:
+        """sshd in every guest, reached with a throw-away key through a forwarded port."""
+        key = guest_ssh.make_key(self.run_dir)
+        public = key.with_suffix(".pub").read_text()
+        for vm in self.vms.values():
+            port = self.plan.specs[vm.name].ssh_port
+            assert port is not None
+            guest_ssh.start_sshd(vm, public, MGMT_MAC, MGMT_ADDRESS)
+            host = guest_ssh.guest_host(vm.name, port, key, self.run_dir)
+            guest_ssh.wait_for_sshd(host)
+            self.ssh_hosts[vm.name] = host
+            say(f"  {vm.name}: sshd on 127.0.0.1:{port}")
 
     def _configure(self, vm: Vm) -> None:
         for nic in self.plan.interfaces[vm.name]:
@@ -285,6 +323,8 @@ class Lab:
 
     def down(self) -> None:
         """Stop every VM and remove sockets and state; console logs stay."""
+        for host in self.ssh_hosts.values():
+            host.close()
         for vm in self.vms.values():
             vm.stop()
         self.state_file.unlink(missing_ok=True)
@@ -438,6 +478,7 @@ def running_lab(
     capture_dir: Path | None = None,
     keep_logs: bool = True,
     snaplen: int | None = None,
+    ssh: bool = False,
 ) -> Iterator[Lab]:
     """A lab that exists only inside the ``with`` block, in a fresh run dir.
 
@@ -445,7 +486,7 @@ def running_lab(
     what it wants from it).
     """
     run_dir = new_run_dir(name)
-    lab = Lab(scenario, name, run_dir, capture_dir, snaplen)
+    lab = Lab(scenario, name, run_dir, capture_dir, snaplen, ssh)
     try:
         lab.up(say)
         yield lab

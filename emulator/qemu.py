@@ -50,6 +50,15 @@ class VmSpec:
     cpus: int = 1
     memory_mib: int = 1024
     nics: list[NicSpec] = field(default_factory=list)
+    # A management NIC whose guest port 22 QEMU forwards to this port on the
+    # host's loopback (user-mode networking, restricted: the guest reaches
+    # nothing through it).  Only for reaching a guest over SSH.
+    ssh_port: int | None = None
+
+
+# The management NIC's MAC and the address user-mode networking expects the guest to take.
+MGMT_MAC = "52:54:00:5a:4e:01"
+MGMT_ADDRESS = "10.0.2.15/24"
 
 
 class Vm:
@@ -133,6 +142,13 @@ class Vm:
             if nic.capture is not None:
                 limit = f",maxlen={nic.snaplen}" if nic.snaplen else ""
                 argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}{limit}"]
+        if s.ssh_port is not None:
+            argv += [
+                "-netdev",
+                f"user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:{s.ssh_port}-:22",
+                "-device",
+                f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
+            ]
         return argv
 
     def start(self) -> None:

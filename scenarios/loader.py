@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.inventory import apply as apply_inventory
 from sanlab.scenarios.schema import PATTERN_HINTS, Scenario
 from sanlab.scenarios.semantics import check_scenario
 from sanlab.scenarios.yamlfile import load_yaml
@@ -111,10 +112,17 @@ def parse_scenario(data: Any, source: str) -> Scenario:
     return scenario
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; its name defaults to the file's stem."""
+def load_scenario(path: str | Path, inventory: Path | None = None) -> Scenario:
+    """Read and validate a scenario file; its name defaults to the file's stem.
+
+    With ``inventory``, its hosts are reached as that Ansible-style inventory says.
+    """
     path = Path(path)
-    scenario = parse_scenario(read_yaml(path), str(path))
+    data = read_yaml(path)
+    if inventory is not None and isinstance(data, dict):
+        data = apply_inventory(data, inventory)
+    source = f"{path} (hosts from {inventory})" if inventory else str(path)
+    scenario = parse_scenario(data, source)
     if scenario.name is None:
         scenario = scenario.model_copy(update={"name": path.stem})
     return scenario

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,7 +26,9 @@ class ResultRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["emulated", "projected"]
+    # emulated: software VMs (function, not speed); measured: real machines
+    # over SSH; projected: the model.
+    mode: Literal["emulated", "measured", "projected"]
     transport: str
     fabric: str
     rdma_driver: str | None = None
@@ -54,6 +56,8 @@ class ResultRecord(BaseModel):
     bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
     seed: int | None = None
+    # On real machines: what each host was (CPU, kernel, NIC, firmware, PCIe), by role.
+    hardware: dict[str, Any] | None = None
     # Set when a matrix cell failed; the run goes on and records why.
     error: str | None = None
     # What went wrong on the way but was recovered from (a stalled link that

@@ -90,6 +90,8 @@ _IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"
 # A block device to serve: a path under /dev, nothing else.
 _DEVICE = r"^/dev/[A-Za-z0-9_][A-Za-z0-9/_.:-]{0,120}$"
 _FILE_PATH = r"^[^\x00-\x1f\x7f]{1,250}$"
+# One ssh -o option, Key=Value (ssh_config's keywords are letters only).
+_SSH_OPTION = r"^[A-Za-z]{1,40}=[^\x00-\x1f\x7f]{0,250}$"
 # What each pattern means, for error messages.
 PATTERN_HINTS = {
     _HOST_NAME: "lower-case letters, digits and '-', starting with a letter, at most 31",
@@ -102,6 +104,7 @@ PATTERN_HINTS = {
     _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
     _DEVICE: "a block device path under /dev, such as /dev/nvme1n1",
     _FILE_PATH: "a file path on one line",
+    _SSH_OPTION: "an ssh option as Key=Value, such as ProxyJump=bastion",
 }
 
 
@@ -121,6 +124,7 @@ SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
 FilePath = Annotated[str, Field(pattern=_FILE_PATH)]
+SshOption = Annotated[str, Field(pattern=_SSH_OPTION)]
 
 
 def _yaml_null_is_null_device(value: Any) -> Any:
@@ -153,6 +157,7 @@ class Host(Strict):
     ssh: SshDestination | None = None
     port: int | None = Field(None, ge=1, le=65535)
     identity: FilePath | None = None  # a private key file for ssh -i
+    ssh_options: Annotated[list[SshOption], Field(max_length=16)] = []  # each passed as ssh -o
 
 
 class Link(Strict):

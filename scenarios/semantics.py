@@ -91,8 +91,8 @@ def _machines(scenario: Scenario) -> Iterator[tuple[str, str]]:
             )
         if host.ssh and {"cpus", "memory"} & host.model_fields_set:
             yield f"hosts[{i}].cpus", f"{host.name!r} is a real machine: cpus and memory size VMs only"
-        if not host.ssh and {"port", "identity"} & host.model_fields_set:
-            yield f"hosts[{i}].port", f"{host.name!r} is a VM: port and identity go with ssh"
+        if not host.ssh and {"port", "identity", "ssh_options"} & host.model_fields_set:
+            yield f"hosts[{i}].port", f"{host.name!r} is a VM: port, identity and ssh_options go with ssh"
     for i, link in enumerate(scenario.links):
         yield from _link_kind(i, link, real)
 

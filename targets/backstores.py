@@ -1,8 +1,12 @@
-"""Where the bytes live on the target host: a RAM disk, the null device, a file.
+"""Where the bytes live on the target host: a RAM disk, the null device, a file, a device.
 
 ``null`` discards writes and reads zeros (null_blk): the fastest back end,
 and one that no verified run can pass.  ``ramdisk`` keeps data in RAM;
-``file`` is a sparse file on the guest's own (RAM-backed) root.
+``file`` is a sparse file on the guest's own (RAM-backed) root.  ``device``
+is a block device the host already has (an NVMe drive of a real target):
+sanlab neither creates nor removes it, and refuses it when it is mounted,
+swapped on, held by another device or export, or holds a file system or a
+partition table that the scenario did not mark ``destroy: true``.
 
 Each backing is created and removed as a pair (``backing``), and creation
 refuses a path or null_blk device that already exists: sanlab never
@@ -16,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sanlab.targets.host import Host, sh
+from sanlab.targets.host import Host, StackError, sh
 
 NULLB = "/sys/kernel/config/nullb"
 
@@ -27,6 +31,7 @@ class Backing:
     path: str
     size: int
     name: str = ""  # the null_blk configfs name, for a 'block' backing
+    owned: bool = True  # made by sanlab, so removed by it; a served device is neither
 
 
 def _refuse_existing(path: str, what: str) -> str:
@@ -54,6 +59,8 @@ def claim(host: Host, kind: str, name: str, size: int) -> Backing:
 
 
 def create(host: Host, made: Backing) -> None:
+    if not made.owned:
+        return
     if made.kind == "block":
         folder = f"{NULLB}/{made.name}"
         script = (
@@ -67,6 +74,8 @@ def create(host: Host, made: Backing) -> None:
 
 
 def remove(host: Host, made: Backing) -> None:
+    if not made.owned:
+        return
     if made.kind == "block":
         folder = f"{NULLB}/{made.name}"
         host.run(f"[ -d {folder} ] && {{ echo 0 > {folder}/power; rmdir {folder}; }}; true", timeout=60)
@@ -75,11 +84,82 @@ def remove(host: Host, made: Backing) -> None:
 
 
 @contextmanager
-def backing(host: Host, kind: str, name: str, size: int) -> Iterator[Backing]:
-    """Create a backing for the ``with`` block, and remove exactly it afterwards."""
+def backing(
+    host: Host, kind: str, name: str, size: int, device: str | None = None, destroy: bool = False
+) -> Iterator[Backing]:
+    """Create a backing for the ``with`` block, and remove exactly it afterwards.
+
+    A ``device`` is checked (see ``device_problem``) and served as it is.
+    """
+    if kind == "device":
+        if device is None:
+            raise StackError("backstore 'device' names no device")
+        problem = device_problem(host, device, destroy)
+        if problem:
+            raise StackError(f"{host.name}: {problem}")
+        yield Backing("block", device, size, owned=False)
+        return
     made = claim(host, kind, name, size)
     try:
         create(host, made)
         yield made
     finally:
         remove(host, made)
+
+
+# What a device is and who uses it, read without changing anything.  blkid
+# probes the device itself (no udev database is needed, as on the guests).
+_DEVICE_FACTS = """
+dev={dev}
+[ -b "$dev" ] || {{ echo "not-a-block-device"; exit 0; }}
+real=$(readlink -f "$dev")
+echo "mounts: $(lsblk -nro MOUNTPOINTS "$real" 2>/dev/null | grep -v '^$' | tr '\\n' ' ')"
+echo "swap: $(swapon --noheadings --show=NAME 2>/dev/null | grep -Fx "$real")"
+echo "holders: $(ls /sys/class/block/$(basename "$real")/holders 2>/dev/null | tr '\\n' ' ')"
+echo "parts: $(lsblk -nro TYPE "$real" 2>/dev/null | grep -c part)"
+echo "probe: $(blkid -p -o export "$real" 2>/dev/null | grep -E '^(TYPE|PTTYPE)=' | tr '\\n' ' ')"
+lio={cfs}/target/core/*/*/udev_path
+nvmet={cfs}/nvmet/subsystems/*/namespaces/*/device_path
+echo "exports: $(grep -lsFx -e "$real" -e "$dev" $lio $nvmet | tr '\\n' ' ')"
+"""
+
+
+def device_facts(host: Host, device: str) -> dict[str, str]:
+    """What ``device`` holds and who uses it, as ``key: value`` words (see ``_DEVICE_FACTS``)."""
+    script = _DEVICE_FACTS.format(dev=shlex.quote(device), cfs="/sys/kernel/config")
+    out = host.run(script, timeout=60).stdout
+    if out.strip() == "not-a-block-device":
+        return {"missing": "yes"}
+    facts = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        facts[key.strip()] = value.strip()
+    return facts
+
+
+def device_problem(host: Host, device: str, destroy: bool) -> str | None:
+    """Why ``device`` must not be served, or None.  Mounted or in use: never; holding data: only
+    with ``destroy``."""
+    facts = device_facts(host, device)
+    if facts.get("missing"):
+        return f"{device} is not a block device on {host.name}"
+    in_use = [
+        (facts.get("mounts"), "is mounted at"),
+        (facts.get("swap"), "is in use as swap"),
+        (facts.get("holders"), "is held by"),
+        (facts.get("exports"), "is already served by"),
+    ]
+    for found, what in in_use:
+        if found:
+            return f"{device} {what} {found}: sanlab never serves a device in use"
+    held = [
+        facts.get("probe", ""),
+        f"{facts.get('parts')} partition(s)" if facts.get("parts", "0") != "0" else "",
+    ]
+    data = " ".join(h for h in held if h)
+    if data and not destroy:
+        return (
+            f"{device} holds data ({data.strip()}): sanlab would overwrite it; set destroy: true on "
+            "the target if it may be lost"
+        )
+    return None

@@ -40,6 +40,10 @@ class Host(Protocol):
     def get(self, path: str) -> bytes: ...
 
 
+# What a dry run's login finds in place of the block device a real one would.
+DRY_RUN_DEVICE = "<new block device>"
+
+
 class StackError(SanlabError):
     """A storage stack could not be configured; says which step and why."""
 
@@ -69,6 +73,9 @@ def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0) 
     A login returns before the kernel has scanned the new LUN or namespace,
     so the block device appears a moment later.
     """
+    if getattr(host, "dry_run", False):  # a rehearsal: the device is what the real run would find
+        host.run(script, timeout=30)
+        return [DRY_RUN_DEVICE]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = host.run(script, timeout=30).stdout.split()

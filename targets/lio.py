@@ -49,7 +49,7 @@ def _backstore(name: str, lun: int, backing: Backing | None, size: int) -> tuple
     serial = f"sanlab{name}{lun}"[-20:]
     return path, [
         f"mkdir -p {path}",
-        f"echo {control} > {path}/control",
+        f"echo {shlex.quote(control)} > {path}/control",
         f"echo {serial} > {path}/wwn/vpd_unit_serial",
         f"echo 1 > {path}/enable",
     ]

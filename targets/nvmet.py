@@ -11,6 +11,7 @@ and removes exactly those, leaving every other subsystem and port alone.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ def create(host: Host, export: Export, transport: str, address: str, backings: l
     lines = [f"mkdir {subsystem}", f"echo 1 > {subsystem}/attr_allow_any_host"]
     for nsid, backing in enumerate(backings, start=1):
         ns = f"{subsystem}/namespaces/{nsid}"
-        lines += [f"mkdir {ns}", f"printf %s {backing.path} > {ns}/device_path"]
+        lines += [f"mkdir {ns}", f"printf %s {shlex.quote(backing.path)} > {ns}/device_path"]
         if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
             lines.append(f"echo 1 > {ns}/buffered_io")
         lines.append(f"echo 1 > {ns}/enable")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -22,7 +22,7 @@ from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.semantics import TCP_TRANSPORTS, link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
-from sanlab.targets import kernel_stacks
+from sanlab.targets import backstores, kernel_stacks
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse
 from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
@@ -74,11 +74,14 @@ class Placement:
     rdma_driver: str | None
     link_gbps: float | None
     mtu: int
+    mode: str = "emulated"  # 'measured' on real machines
+    hardware: Mapping[str, object] | None = None  # facts of the target and initiator hosts
 
     def record_base(self, target: Target) -> dict[str, object]:
         """The fields every record of this target shares."""
         return {
-            "mode": "emulated",
+            "mode": self.mode,
+            "hardware": self.hardware,
             "transport": target.transport,
             "fabric": self.fabric,
             "rdma_driver": self.rdma_driver,
@@ -100,6 +103,34 @@ def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: E
     if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
         return Placement(wire, "eth", None, rate, link.mtu)
     return Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu)
+
+
+def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> None:
+    """Send every command of a run to ``hosts`` (dry-run hosts that only write them down).
+
+    Each target is exported, connected, given its points' fio commands and
+    taken down again, in the order a real run would.
+    """
+    for i, target in enumerate(scenario.targets):
+        name = target_name(target, i)
+        wire = place(scenario, target, hosts, ends).wiring
+        with exported(target, name, wire) as devices:
+            for p in points(scenario, target, name):
+                job = fio_job(p, devices[0])
+                if job.verify and "read" in p.rw:
+                    wire.initiator_host.run(job.fill_argv())
+                wire.initiator_host.run(job.argv())
+
+
+def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
+    """Why a target's block device may not be served, per target; checked before anything changes."""
+    problems = []
+    for target in scenario.targets:
+        if target.backstore == "device" and target.device:
+            problem = backstores.device_problem(hosts[target.host], target.device, target.destroy)
+            if problem:
+                problems.append(f"{target.host}: {problem}")
+    return problems
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -146,6 +177,29 @@ class LinkDoctor(Protocol):
     def restart_link(self, link: str) -> LinkState: ...
 
 
+@dataclass(frozen=True)
+class Machines:
+    """Real machines under a run: their records say 'measured' and carry each host's facts."""
+
+    facts: Mapping[str, Mapping[str, object]]  # host name -> hardware facts
+    link_gbps: Mapping[str, float | None]  # link name -> the NICs' negotiated speed
+    mtu: Mapping[str, int]  # link name -> the interfaces' MTU
+
+    def apply(self, placement: Placement) -> Placement:
+        wire = placement.wiring
+        hardware = {
+            "target": self.facts.get(wire.target_host.name),
+            "initiator": self.facts.get(wire.initiator_host.name),
+        }
+        return replace(
+            placement,
+            mode="measured",
+            hardware=hardware,
+            link_gbps=self.link_gbps.get(wire.link),
+            mtu=self.mtu.get(wire.link, placement.mtu),
+        )
+
+
 def run(
     scenario: Scenario,
     hosts: Mapping[str, Host],
@@ -154,6 +208,7 @@ def run(
     say: Say = lambda m: None,
     doctor: LinkDoctor | None = None,
     sink: Sink | None = None,
+    machines: Machines | None = None,
 ) -> list[ResultRecord]:
     """Every target's points, in order.  When a target fails, ``doctor`` checks its link.
 
@@ -175,6 +230,8 @@ def run(
     done = 0
     for target, name, cells in todo:
         placement = place(scenario, target, hosts, ends)
+        if machines is not None:
+            placement = machines.apply(placement)
         wire, base = placement.wiring, placement.record_base(target)
         run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total, sink)
         attempt = run_target()
@@ -289,14 +346,19 @@ def verify_size(p: Point) -> int:
     return size - size % p.bs
 
 
+def fio_job(p: Point, device: str) -> FioJob:
+    """The fio job of point ``p`` on ``device``."""
+    verify = p.workload.verify != "off"
+    return FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, verify_size(p))
+
+
 def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
     verify = p.workload.verify != "off"
-    size = verify_size(p)
-    if size < p.bs:
+    if verify_size(p) < p.bs:
         return _record(
             base, p, error=f"{p.target.size} bytes cannot hold {p.numjobs} jobs of {p.bs}-byte blocks"
         )
-    job = FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, size)
+    job = fio_job(p, device)
     initiator, target = wire.initiator_host, wire.target_host
     if verify and "read" in p.rw:
         filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)

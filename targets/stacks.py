@@ -106,7 +106,11 @@ def connect_only(
 
 def _backings(steps: ExitStack, target: Target, name: str, host: Host) -> list[backstores.Backing]:
     return [
-        steps.enter_context(backstores.backing(host, target.backstore, f"{name}{lun}", target.size))
+        steps.enter_context(
+            backstores.backing(
+                host, target.backstore, f"{name}{lun}", target.size, target.device, target.destroy
+            )
+        )
         for lun in range(target.luns)
     ]
 

@@ -21,6 +21,7 @@ Debian's tgt 1.0.85 is built with iSER.  Making it serve iSER over iWARP
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -72,7 +73,9 @@ def create(
     tgtadm = f"tgtadm --lld {lld}"
     lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
     for lun, backing in enumerate(backings, start=1):
-        lines.append(f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {backing.path}")
+        lines.append(
+            f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {shlex.quote(backing.path)}"
+        )
     lines += [
         f"{tgtadm} --op bind --mode target --tid {TID} -I {initiator_address}",
         f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {initiator_iqn}",

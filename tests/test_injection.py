@@ -65,6 +65,7 @@ STAYS_HOME = {
     (Projection, "profile"),  # a file name or profile name, read locally
     (Projection, "label"),
     (Host, "identity"),  # a local key file, one element of ssh's argument vector
+    (Host, "ssh_options"),  # each one element of ssh's argument vector, after -o
 }
 
 

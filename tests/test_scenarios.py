@@ -52,7 +52,10 @@ def test_unknown_field_is_named(tmp_path):
     path = _mutated(tmp_path, lambda d: d["hosts"][0].update(colour="blue"))
     result = sanlab("validate", str(path))
     assert result.returncode == 1
-    assert f"{path}: hosts[0].colour: unknown field (allowed: name, role, cpus, memory, ssh, port, identity)" in result.stderr
+    assert (
+        f"{path}: hosts[0].colour: unknown field "
+        "(allowed: name, role, cpus, memory, ssh, port, identity, ssh_options)" in result.stderr
+    )
 
 
 def test_bad_size_is_named(tmp_path):

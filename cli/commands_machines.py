@@ -1,0 +1,74 @@
+"""``sanlab run`` on real machines: reach them, print what they are, refuse early, run, record.
+
+Only wiring: the emulator layer reaches and reads the machines, the targets
+layer checks devices and runs the matrix, and this prints what they say.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sanlab.emulator.machines import Preflight, connect, describe, preflight
+from sanlab.emulator.ssh import SshHost
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.records import RunJournal
+from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import link_name
+from sanlab.targets import runner
+
+Say = Callable[[str], None]
+
+
+@contextmanager
+def machine_hosts(scenario: Scenario) -> Iterator[dict[str, SshHost]]:
+    """An SSH host per scenario host, their shared connections closed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="sanlab-ssh-") as control:
+        hosts = connect(scenario, Path(control))
+        try:
+            yield hosts
+        finally:
+            for host in hosts.values():
+                host.close()
+
+
+def check_machines(scenario: Scenario, hosts: dict[str, SshHost], say: Say) -> Preflight:
+    """Preflight: print each machine's facts; raise, listing every reason, if the run cannot start."""
+    say(f"preflight: reading {', '.join(hosts)} (nothing is changed)")
+    checked = preflight(scenario, hosts)
+    for facts in checked.facts.values():
+        for line in describe(facts):
+            say(line)
+    problems = checked.problems + runner.devices_refused(scenario, hosts)
+    if problems:
+        raise SanlabError("preflight refused the run:\n  " + "\n  ".join(problems))
+    return checked
+
+
+def _link_facts(scenario: Scenario, checked: Preflight) -> tuple[dict[str, float | None], dict[str, int]]:
+    """Each link's speed (Gb/s) and MTU: the lower of its two ends', as the NICs report them."""
+    speeds: dict[str, float | None] = {}
+    mtus: dict[str, int] = {}
+    for i, link in enumerate(scenario.links):
+        name = link_name(link, i)
+        nics = [
+            checked.facts[h].nics[(link.interfaces or {})[h]]
+            for h in link.endpoints
+            if (link.interfaces or {}).get(h) in checked.facts[h].nics
+        ]
+        rates = [n.speed_mbps for n in nics if n.speed_mbps]
+        speeds[name] = min(rates) / 1000 if len(rates) == len(nics) and rates else None
+        mtus[name] = min((n.mtu for n in nics if n.mtu), default=link.mtu)
+    return speeds, mtus
+
+
+def run_on_machines(scenario: Scenario, out: Path, journal: RunJournal, say: Say) -> None:
+    """Preflight, then the matrix on the machines; every record carries both hosts' facts."""
+    with machine_hosts(scenario) as hosts:
+        checked = check_machines(scenario, hosts, say)
+        speeds, mtus = _link_facts(scenario, checked)
+        facts = {name: f.record() for name, f in checked.facts.items()}
+        machines = runner.Machines(facts, speeds, mtus)
+        runner.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines)
