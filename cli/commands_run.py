@@ -18,7 +18,7 @@ from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord, RunJournal, claim_out_dir, results_document
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import real_machines
+from sanlab.scenarios.semantics import real_machines, unreached
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import runner
 from sanlab.targets.dryrun import DryRunHost
@@ -80,6 +80,11 @@ def run(
     """
     try:
         loaded = load_checked(scenario, inventory)
+        if unreached(loaded):
+            raise SanlabError(
+                f"{scenario}: is for real machines, but nothing says how to reach "
+                f"{', '.join(unreached(loaded))}: give each host ssh: USER@HOST, or --inventory FILE"
+            )
         if dry_run:
             _dry_run(loaded)
             return

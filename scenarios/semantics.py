@@ -71,8 +71,17 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
 
 
 def real_machines(scenario: Scenario) -> bool:
-    """Does the scenario run on real machines over SSH (rather than on VMs)?"""
-    return any(h.ssh for h in scenario.hosts)
+    """Is the scenario for real machines (reached over SSH) rather than VMs?
+
+    It is when a host says how to reach it or a link names a real
+    interface; hosts that do not say it yet get it from ``--inventory``.
+    """
+    return any(h.ssh for h in scenario.hosts) or any(lk.interfaces for lk in scenario.links)
+
+
+def unreached(scenario: Scenario) -> list[str]:
+    """Real-machine hosts that no ``ssh`` reaches (yet): what ``--inventory`` must supply."""
+    return [h.name for h in scenario.hosts if not h.ssh] if real_machines(scenario) else []
 
 
 # Link fields that shape an emulated cable; a real one is what it is.
@@ -83,16 +92,10 @@ def _machines(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """Real machines and VMs do not mix (VMs reach no one), and each kind has its own fields."""
     real = real_machines(scenario)
     for i, host in enumerate(scenario.hosts):
-        if real and not host.ssh:
-            yield (
-                f"hosts[{i}].ssh",
-                f"{host.name!r} has none, but other hosts are real machines: a scenario's hosts are "
-                "all VMs or all reached over SSH (give ssh: USER@HOST, or use --inventory)",
-            )
-        if host.ssh and {"cpus", "memory"} & host.model_fields_set:
+        if real and {"cpus", "memory"} & host.model_fields_set:
             yield f"hosts[{i}].cpus", f"{host.name!r} is a real machine: cpus and memory size VMs only"
         if not host.ssh and {"port", "identity", "ssh_options"} & host.model_fields_set:
-            yield f"hosts[{i}].port", f"{host.name!r} is a VM: port, identity and ssh_options go with ssh"
+            yield f"hosts[{i}].port", f"{host.name!r} has no ssh: port, identity and ssh_options go with it"
     for i, link in enumerate(scenario.links):
         yield from _link_kind(i, link, real)
 
@@ -259,7 +262,8 @@ RAM_BACKSTORES = ("ramdisk", "file")  # the guest's root is RAM too, so a file l
 
 def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """Sizes that are each fine alone but not together: RAM disks vs memory, blocks vs LUNs."""
-    memory = {h.name: h.memory for h in scenario.hosts if not h.ssh}  # a real machine has its own
+    real = real_machines(scenario)
+    memory = {h.name: h.memory for h in scenario.hosts if not real}  # a real machine has its own
     for j, target in enumerate(scenario.targets):
         held = target.size * target.luns
         if target.backstore in RAM_BACKSTORES and target.host in memory and held > memory[target.host] // 2:

@@ -6,6 +6,8 @@ and a foreign file.  Then sanlab runs targets there: one that passes, one
 whose names collide with foreign objects (refused, before or after it made
 its own backing), and one interrupted by Ctrl-C in the middle of its points.
 After each, the foreign objects are intact and nothing of sanlab's is left.
+Each case runs twice: through the guests' agent, and over SSH (sshd in the
+guests), the way sanlab reaches real machines.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def _scenario(targets: list[dict]):
 @pytest.fixture(scope="module")
 def lab(guest_image):
     scenario = _scenario([])
-    with running_lab(scenario, "test-foreign", print, keep_logs=False) as running:
+    with running_lab(scenario, "test-foreign", print, keep_logs=False, ssh=True) as running:
         running.vms["target"].run(FOREIGN, timeout=60).check()
         yield running
 
@@ -67,11 +69,16 @@ def _inventory(lab) -> str:
     return lab.vms["target"].run(INVENTORY, timeout=60).stdout
 
 
-def _run(lab, targets: list[dict], tmp_path, say=print):
-    return runner.run(_scenario(targets), lab.vms, lab.plan.endpoints, tmp_path, say)
+VIA = ["agent", "ssh"]
 
 
-def test_a_run_leaves_foreign_exports_alone(lab, tmp_path):
+def _run(lab, targets: list[dict], tmp_path, via: str, say=print):
+    hosts = lab.vms if via == "agent" else lab.ssh_hosts
+    return runner.run(_scenario(targets), hosts, lab.plan.endpoints, tmp_path, say)
+
+
+@pytest.mark.parametrize("via", VIA)
+def test_a_run_leaves_foreign_exports_alone(lab, tmp_path, via):
     before = _inventory(lab)
     assert FOREIGN_IQN in before and FOREIGN_NQN in before and "precious" in before
     records = _run(
@@ -82,13 +89,15 @@ def test_a_run_leaves_foreign_exports_alone(lab, tmp_path):
             {"name": "mine-srp", "host": "target", "stack": "lio", "transport": "srp", "size": "8m"},
         ],
         tmp_path,
+        via,
     )
     assert [r.error for r in records] == [None] * 9, [r.error for r in records if r.error]
     assert all(r.verify == "pass" for r in records)
     assert _inventory(lab) == before
 
 
-def test_a_target_whose_names_are_taken_is_refused_and_harms_nothing(lab, tmp_path):
+@pytest.mark.parametrize("via", VIA)
+def test_a_target_whose_names_are_taken_is_refused_and_harms_nothing(lab, tmp_path, via):
     """'clash' would need /dev/shm/sanlab-clash0.img (foreign, refused before anything is made);
     'taken' would need an iSCSI target that already exists (refused after its backing was made)."""
     shell = lab.vms["target"]
@@ -108,6 +117,7 @@ def test_a_target_whose_names_are_taken_is_refused_and_harms_nothing(lab, tmp_pa
             },
         ],
         tmp_path,
+        via,
     )
     assert all(r.error and "did not create" in r.error for r in records), [r.error for r in records]
     assert _inventory(lab) == before
@@ -115,7 +125,8 @@ def test_a_target_whose_names_are_taken_is_refused_and_harms_nothing(lab, tmp_pa
     shell.run(f"rmdir {CFS}/target/iscsi/{iqn('taken')}/tpgt_1 {CFS}/target/iscsi/{iqn('taken')}", timeout=30)
 
 
-def test_ctrl_c_in_the_middle_of_a_target_undoes_only_its_own_objects(lab, tmp_path):
+@pytest.mark.parametrize("via", VIA)
+def test_ctrl_c_in_the_middle_of_a_target_undoes_only_its_own_objects(lab, tmp_path, via):
     before = _inventory(lab)
 
     def interrupt_after_first_point(message: str) -> None:
@@ -127,6 +138,7 @@ def test_ctrl_c_in_the_middle_of_a_target_undoes_only_its_own_objects(lab, tmp_p
             lab,
             [{"name": "cut", "host": "target", "stack": "lio", "transport": "iscsi", "size": "8m"}],
             tmp_path,
+            via,
             interrupt_after_first_point,
         )
     assert _inventory(lab) == before

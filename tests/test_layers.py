@@ -1,0 +1,53 @@
+"""Data flows one way; imports must too.  Each layer may import only the layers below it.
+
+The shared vocabulary (scenarios) imports nothing else of sanlab; the
+emulator, targets, dissectors and models each stand on it alone and know
+nothing of one another; only the command line wires them together.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MAY_IMPORT = {
+    "scenarios": {"scenarios"},
+    "emulator": {"emulator", "scenarios"},
+    "targets": {"targets", "scenarios"},
+    "dissectors": {"dissectors", "scenarios"},
+    "models": {"models", "scenarios"},
+    "vm-images": set(),
+}
+PACKAGES = {"scenarios", "emulator", "targets", "dissectors", "models", "vm_images"}
+
+
+def _imported_layers(path: Path) -> set[str]:
+    layers = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "sanlab" and len(parts) > 1:
+                layers.add(parts[1] if parts[1] in PACKAGES else "cli")
+    return layers
+
+
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_a_layer_imports_only_what_lies_below_it(layer):
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(_imported_layers(path) - MAY_IMPORT[layer])
+        for path in (ROOT / layer).rglob("*.py")
+    }
+    assert {k: v for k, v in wrong.items() if v} == {}
+
+
+def test_the_check_can_fail():
+    """The parser sees a forbidden import when there is one."""
+    sample = ROOT / "targets" / "runner.py"
+    assert "scenarios" in _imported_layers(sample)
+    assert _imported_layers(ROOT / "cli" / "commands_machines.py") >= {"emulator", "targets", "scenarios"}
