@@ -268,7 +268,7 @@ def _run_target(
                 records.append(rec)
                 sink.add(rec)
                 outcome = (
-                    f"{rec.iops:.0f} IOPS (emulated), verify {rec.verify}"
+                    f"{rec.iops:.0f} IOPS ({rec.mode}), verify {rec.verify}"
                     if rec.error is None
                     else f"FAILED: {rec.error}"
                 )
