@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -19,6 +20,8 @@ from sanlab.lab_checks import run_checks
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.exercises import find_exercise
 from sanlab.scenarios.schema import Workload
+from sanlab.scenarios.sizes import FAULT_LENGTH
+from sanlab.targets import faults
 from sanlab.targets.runner import Point, run_point
 from sanlab.validation import fail
 
@@ -128,6 +131,36 @@ def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int
     click.echo(json.dumps(record.model_dump(mode="json"), indent=2))
     if record.error:
         raise SystemExit(1)
+
+
+@lab.command("fault")
+@click.argument("name")
+@click.argument("link")
+@click.option("--down", "length", required=True, help="Take both ends of LINK down for this long (e.g. 2s).")
+def lab_fault(name: str, link: str, length: str) -> None:
+    """Pull LINK's cable on lab NAME for a while and plug it back, by hand, whatever runs over it.
+
+    \b
+    Example (while 'sanlab lab fio' runs in another shell):
+      sanlab lab fault pair-rxe fabric --down 2s
+    """
+    try:
+        seconds = FAULT_LENGTH.check(length)
+        scenario = lab_targets.lab_scenario(name)
+        hosts = lab_targets.lab_hosts(name)
+        ends = [
+            faults.LinkEnd(hosts[end.host], end.interface)
+            for (lk, _), end in lab_targets.lab_endpoints(name, scenario).items()
+            if lk == link
+        ]
+        if not ends:
+            links = sorted({lk for lk, _ in lab_targets.lab_endpoints(name, scenario)})
+            raise SanlabError(f"lab {name!r} has no link {link!r} (links: {', '.join(links) or 'none'})")
+        _say(f"{time.strftime('%H:%M:%S')} link {link} down for {seconds:g}s")
+        window = faults.pull(ends, seconds)
+        _say(f"{time.strftime('%H:%M:%S')} link {link} up (out for {window.up - window.down:.2f} s)")
+    except SanlabError as exc:
+        fail(exc)
 
 
 @lab.command("check")

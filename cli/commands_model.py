@@ -55,7 +55,7 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
         "header_digest": opts["header_digest"],
         "data_digest": opts["data_digest"],
     }
-    for key in ("mtu", "target_stack", "backend", "sessions", "cores"):
+    for key in ("mtu", "target_stack", "backend", "sessions", "cores", "initiators"):
         if opts.get(key) is not None:
             projection[key] = opts[key]
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
@@ -109,6 +109,11 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--backend", type=click.Choice(["null", "ramdisk", "nvme"]), help="Default: ramdisk.")
 @click.option("--sessions", type=int, help="Connections (iSCSI sessions, SRP channels, NVMe queues).")
 @click.option("--cores", type=int, help="Cores per host, in place of the profile's.")
+@click.option(
+    "--initiators",
+    type=int,
+    help="Initiators sharing the target's port through a switch (incast); IOPS are their sum.",
+)
 @click.option("--header-digest", is_flag=True)
 @click.option("--data-digest", is_flag=True)
 @click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")

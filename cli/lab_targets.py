@@ -26,7 +26,7 @@ from typing import Any
 
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import labs_root, live_agent_path, read_state
-from sanlab.scenarios.endpoints import emulated
+from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets.runner import Placement, place, target_name
@@ -69,6 +69,20 @@ def target_names(scenario: Scenario) -> list[str]:
     return [target_name(t, i) for i, t in enumerate(scenario.targets)]
 
 
+def lab_hosts(lab: str) -> dict[str, AgentClient]:
+    """An agent client for each host of a running lab."""
+    return {h: AgentClient(live_agent_path(lab, h), h) for h in read_state(lab)["hosts"]}
+
+
+def lab_endpoints(lab: str, scenario: Scenario) -> dict[tuple[str, str], Endpoint]:
+    """Each (link, host) end of a running lab, from the addresses its state file keeps."""
+    addresses = {
+        (where.split("/", 1)[1], where.split("/", 1)[0]): address
+        for where, address in dict(read_state(lab).get("addresses") or {}).items()
+    }
+    return emulated(scenario, addresses)
+
+
 def resolve(lab: str, name: str) -> LabTarget:
     """The scenario's target called ``name``, wired to the lab's live hosts."""
     scenario = lab_scenario(lab)
@@ -76,13 +90,8 @@ def resolve(lab: str, name: str) -> LabTarget:
     if name not in names:
         raise SanlabError(f"lab {lab!r} has no target {name!r} (targets: {', '.join(names) or 'none'})")
     target = scenario.targets[names.index(name)]
-    state = read_state(lab)
-    hosts = {h: AgentClient(live_agent_path(lab, h), h) for h in state["hosts"]}
-    addresses = {
-        (where.split("/", 1)[1], where.split("/", 1)[0]): address
-        for where, address in dict(state.get("addresses") or {}).items()
-    }
-    placement = place(scenario, target, hosts, emulated(scenario, addresses))
+    hosts = lab_hosts(lab)
+    placement = place(scenario, target, hosts, lab_endpoints(lab, scenario))
     return LabTarget(lab, name, target, placement, tuple(hosts.values()))
 
 

@@ -45,10 +45,13 @@ class Point:
     data_digest: bool = False
     sessions: int | None = None
     cores: int | None = None  # per host, in place of the profile's (a what-if: more or fewer cores)
+    # Initiators, each its own machine like the profile's, sharing the target's
+    # one port through a switch (incast).  1: a point-to-point cable.
+    initiators: int = 1
 
     @property
     def outstanding(self) -> int:
-        return self.iodepth * self.numjobs
+        return self.iodepth * self.numjobs * self.initiators
 
 
 @dataclass(frozen=True)
@@ -171,13 +174,15 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     fixed = r.round_trips * 2 * nic.one_way_us + init.wakeup_us + (0 if polled else tgt.wakeup_us)
     fixed += dev_latency
 
+    n = point.initiators
+    out_us, in_us = wire.wire_out * 8 / rate_bits_per_us, wire.wire_in * 8 / rate_bits_per_us
     stations = [
-        Station("initiator-cpu", min(point.numjobs, init.cores), init_cpu, side="initiator"),
-        Station("link-out", 1, wire.wire_out * 8 / rate_bits_per_us, cv=0.0),
-        Station("target-cpu", min(tgt.cores, conns), tgt_cpu, side="target"),
+        Station("initiator-cpu", min(point.numjobs, init.cores) * n, init_cpu, side="initiator"),
+        *_ports("out", n, out_us),
+        Station("target-cpu", min(tgt.cores, conns * n), tgt_cpu, side="target"),
         Station("device", backend.parallel, dev_us),
         Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
-        Station("link-in", 1, wire.wire_in * 8 / rate_bits_per_us, cv=0.0),
+        *_ports("in", n, in_us),
         Station("fixed-latency", 1, fixed, kind="delay", cv=0.1),
     ]
     if packets:
@@ -186,15 +191,15 @@ def build(point: Point, profile: Profile | None = None) -> Network:
             1,
             Station(
                 "initiator-net",
-                min(conns, init.cores),
+                min(conns, init.cores) * n,
                 packets * per_packet / init.ghz,
                 side="initiator",
             ),
         )
-        stations.insert(
-            4,
-            Station("target-net", min(conns, tgt.cores), packets * per_packet / tgt.ghz, side="target"),
+        target_net = Station(
+            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.ghz, side="target"
         )
+        stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, target_net)
     stations = [s for s in stations if s.demand_us > 0]
     return Network(
         point=point,
@@ -203,9 +208,26 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         bound_iops=wire_bound_iops(wire, data_rate_gbps(point.fabric, point.link_gbps)),
         target_stack=stack,
         mtu=mtu,
-        initiator_cores=init.cores,
+        initiator_cores=init.cores * n,  # all initiators together: CPU % is the average initiator's
         target_cores=tgt.cores,
     )
+
+
+def _ports(direction: str, initiators: int, serial_us: float) -> list[Station]:
+    """The wire one way: a cable (``link-out`` / ``link-in``), or, with several initiators
+    behind a switch, each initiator's own port and the target's one shared port.
+
+    ``out`` carries commands and write data towards the target, ``in`` read
+    data and responses back.  The initiators' ports are pooled into one
+    station of ``initiators`` servers: the initiators are alike and the
+    switch spreads their traffic, so the target's port is where they meet.
+    """
+    if initiators == 1:
+        return [Station(f"link-{direction}", 1, serial_us, cv=0.0)]
+    towards_target = direction == "out"
+    mine = Station(f"initiator-ports-{'tx' if towards_target else 'rx'}", initiators, serial_us, cv=0.0)
+    shared = Station(f"target-port-{'rx' if towards_target else 'tx'}", 1, serial_us, cv=0.0)
+    return [mine, shared] if towards_target else [shared, mine]
 
 
 def _device_demand(point: Point, prof: Profile) -> tuple[float, float]:

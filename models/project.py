@@ -92,6 +92,7 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                             backend=projection.backend,
                             sessions=projection.sessions,
                             cores=projection.cores,
+                            initiators=projection.initiators,
                             header_digest=projection.header_digest,
                             data_digest=projection.data_digest,
                         ),
@@ -149,6 +150,7 @@ def projected_record(point: Point, net: Network, figures: Figures, seed: int) ->
         bound=round(bound, 1) if bound != float("inf") else None,
         iops_ci95=interval,
         seed=seed,
+        initiators=point.initiators if point.initiators > 1 else None,
     )
 
 

@@ -46,6 +46,15 @@ class ResultRecord(BaseModel):
     cpu_target_pct: float | None = None
     cpu_initiator_pct: float | None = None
     verify: Literal["pass", "fail", "off"] = "off"
+    # The host that ran fio (measured and emulated points).
+    initiator: str | None = None
+    # I/Os fio saw fail, and blocks whose read-back did not match what was
+    # written (measured and emulated points; None where fio said nothing).
+    io_errors: int | None = None
+    verify_errors: int | None = None
+    # Seconds from the end of a fault to the first I/O completed after it;
+    # None where no fault hit the point.
+    recovery_s: float | None = None
     # Bytes fio read back and checked against their crc32c headers; a
     # ``pass`` means every byte the job covered was among them.
     verified_bytes: int | None = None
@@ -56,6 +65,9 @@ class ResultRecord(BaseModel):
     bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
     seed: int | None = None
+    # Projections of incast: how many initiators share the target's port
+    # (IOPS and bandwidth are their sum; CPU % the average initiator's).
+    initiators: int | None = None
     # On real machines: what each host was (CPU, kernel, NIC, firmware, PCIe), by role.
     hardware: dict[str, Any] | None = None
     # Set when a matrix cell failed; the run goes on and records why.

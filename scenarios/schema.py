@@ -27,6 +27,8 @@ from pydantic import (
 
 from sanlab.scenarios.sizes import (
     BLOCK_SIZE,
+    FAULT_AT,
+    FAULT_LENGTH,
     HOST_MEMORY,
     LINK_DELAY,
     LUN_SIZE,
@@ -62,6 +64,8 @@ MemorySize = Annotated[int, BeforeValidator(HOST_MEMORY.check), WithJsonSchema(_
 LunSize = Annotated[int, BeforeValidator(LUN_SIZE.check), WithJsonSchema(_SIZE_SCHEMA)]
 Runtime = Annotated[float, BeforeValidator(RUNTIME.check), WithJsonSchema(_SECONDS_SCHEMA)]
 Delay = Annotated[float, BeforeValidator(LINK_DELAY.check), WithJsonSchema(_SECONDS_SCHEMA)]
+FaultAt = Annotated[float, BeforeValidator(FAULT_AT.check), WithJsonSchema(_SECONDS_SCHEMA)]
+FaultLength = Annotated[float, BeforeValidator(FAULT_LENGTH.check), WithJsonSchema(_SECONDS_SCHEMA)]
 BitsPerSecond = Annotated[float, BeforeValidator(parse_rate), WithJsonSchema({"type": "string"})]
 Percent = Annotated[
     float,
@@ -235,6 +239,22 @@ class Workload(Strict):
     transports: Annotated[list[Transport], Field(min_length=1, max_length=5)] | None = None
 
 
+class Fault(Strict):
+    """Something that goes wrong during every point of the targets it reaches.
+
+    ``at`` counts from the start of the point's fio run.  ``down`` takes both
+    ends of ``link`` down for ``for`` seconds and brings them up again, as a
+    pulled and replugged cable would.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    at: FaultAt
+    link: HostName
+    action: Literal["down"] = "down"
+    length: FaultLength = Field(2.0, alias="for")
+
+
 class Projection(Strict):
     """A hardware set-up onto which the models project the workloads.
 
@@ -252,6 +272,9 @@ class Projection(Strict):
     backend: Annotated[Backend | None, BeforeValidator(_yaml_null_is_null_device)] = None
     sessions: int | None = Field(None, ge=1, le=256)
     cores: int | None = Field(None, ge=1, le=512)  # per host, in place of the profile's
+    # Initiators like the profile's, each with this workload, sharing the
+    # target's one port through a switch (incast); 1 is a cable.
+    initiators: int = Field(1, ge=1, le=64)
     header_digest: bool = False
     data_digest: bool = False
 
@@ -266,6 +289,7 @@ class Scenario(Strict):
     targets: Annotated[list[Target], Field(max_length=64)] = []
     workloads: Annotated[list[Workload], Field(max_length=32)] = []
     capture: bool = False
+    faults: Annotated[list[Fault], Field(max_length=16)] = []
     projections: Annotated[list[Projection], Field(max_length=256)] = []
 
     @model_validator(mode="after")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sanlab.scenarios.schema import Link, Scenario, Target
+from sanlab.scenarios.schema import Fault, Link, Scenario, Target
 from sanlab.scenarios.sizes import format_size
 
 RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
@@ -67,6 +67,7 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + list(_sizes(scenario))
         + list(_machines(scenario))
         + list(_devices(scenario))
+        + list(_faults(scenario))
     )
 
 
@@ -127,6 +128,25 @@ def _link_kind(i: int, link: Link, real: bool) -> Iterator[tuple[str, str]]:
             f"links[{i}].interfaces",
             f"name the interface at each end between real machines (missing: {', '.join(missing)})",
         )
+
+
+def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """A fault names a link of the scenario, and only emulated cables are pulled."""
+    names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
+    for i, fault in enumerate(scenario.faults):
+        if fault.link not in names:
+            yield f"faults[{i}].link", f"{fault.link!r} is not a link (links: {_names(names)})"
+        if real_machines(scenario):
+            yield (
+                f"faults[{i}]",
+                "faults are injected on emulated links only: taking a real machine's NIC down could cut "
+                "sanlab's own SSH connection",
+            )
+
+
+def faults_on(scenario: Scenario, link: str) -> list[Fault]:
+    """The faults that hit every point of a target on ``link``, in time order."""
+    return sorted((f for f in scenario.faults if f.link == link), key=lambda f: f.at)
 
 
 def _devices(scenario: Scenario) -> Iterator[tuple[str, str]]:

@@ -128,6 +128,9 @@ def format_duration(seconds: float) -> str:
 RUNTIME = DurationRange("runtime", 1.0, 3600.0)
 # One-way delay of an emulated cable: 0 to 10 s (a geostationary hop is 0.25 s).
 LINK_DELAY = DurationRange("link delay", 0.0, 10.0)
+# A fault's start (from the start of a point's fio run) and how long it lasts.
+FAULT_AT = DurationRange("fault time", 0.0, 600.0)
+FAULT_LENGTH = DurationRange("fault length", 0.1, 120.0)
 
 
 _RATE = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([kmg])?bit\s*$", re.IGNORECASE | re.ASCII)

@@ -14,6 +14,7 @@ checked (``verified_bytes``) against the bytes the job covered.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -34,6 +35,9 @@ class FioJob:
     runtime_s: float
     verify: bool
     verify_size: int = DEFAULT_VERIFY_SIZE  # bytes per job, when verifying
+    # Under a fault: count failed I/Os and bad blocks and carry on, rather
+    # than stop at the first, so the record can say how many there were.
+    tolerant: bool = False
 
     def _common(self, name: str) -> list[str]:
         return [
@@ -57,9 +61,12 @@ class FioJob:
             "--group_reporting",
             "--output-format=json+",
         ]
+        if self.tolerant:
+            args.append("--continue_on_error=all")
         if self.verify:
             # Bounded by size, never by runtime: every block written is read back.
-            return args + self._regions() + ["--verify=crc32c", "--do_verify=1", "--verify_fatal=1"]
+            fatal = "--verify_fatal=0" if self.tolerant else "--verify_fatal=1"
+            return args + self._regions() + ["--verify=crc32c", "--do_verify=1", fatal]
         return args + [
             f"--size={self.verify_size}",
             f"--runtime={max(1, round(self.runtime_s))}",
@@ -95,6 +102,7 @@ class FioResult:
     read_bytes: int
     written_bytes: int
     raw: dict[str, Any]
+    io_errors: int = 0  # fio's total_err: I/Os that failed (with continue_on_error, all of them)
 
 
 def parse(output: str, rw: str) -> FioResult:
@@ -123,7 +131,17 @@ def parse(output: str, rw: str) -> FioResult:
         read_bytes=int((job.get("read") or {}).get("io_bytes", 0)),
         written_bytes=int((job.get("write") or {}).get("io_bytes", 0)),
         raw=doc,
+        io_errors=int(job.get("total_err", 0)),
     )
+
+
+# How fio reports a block whose read-back does not match (crc32c mismatch, bad header).
+_VERIFY_FAILURE = re.compile(r"verify failed|verify: bad|bad magic header|bad header")
+
+
+def verify_failures(stderr: str) -> int:
+    """Blocks fio found corrupt on read-back, counted from its messages."""
+    return sum(1 for line in stderr.splitlines() if _VERIFY_FAILURE.search(line))
 
 
 @dataclass(frozen=True)
@@ -135,10 +153,12 @@ class Check:
     problem: str | None
 
 
-def judge(job: FioJob, exit_code: int, result: FioResult) -> Check:
+def judge(job: FioJob, exit_code: int, result: FioResult, bad_blocks: int = 0) -> Check:
     """``pass`` only when fio read back and checked every byte the job covered, without error."""
-    if exit_code != 0 or result.error != 0:
+    if exit_code != 0 or result.error != 0 or result.io_errors or bad_blocks:
         problem = f"fio exit {exit_code}, error {result.error}"
+        if result.io_errors or bad_blocks:
+            problem += f", {result.io_errors} I/O errors, {bad_blocks} blocks failed verification"
         return Check("fail" if job.verify else "off", result.read_bytes if job.verify else None, problem)
     if not job.verify:
         return Check("off", None, None)

@@ -19,11 +19,11 @@ from typing import Protocol
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord
-from sanlab.scenarios.schema import Scenario, Target, Workload
-from sanlab.scenarios.semantics import TCP_TRANSPORTS, link_name, rdma_driver, target_link
+from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
+from sanlab.scenarios.semantics import TCP_TRANSPORTS, faults_on, link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
-from sanlab.targets import backstores, kernel_stacks
-from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse
+from sanlab.targets import backstores, faults, kernel_stacks
+from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.stacks import Wiring, exported
 
@@ -42,6 +42,7 @@ class Point:
     bs: int
     iodepth: int
     numjobs: int
+    faults: tuple[Fault, ...] = ()  # what goes wrong on the target's link while fio runs
 
     @property
     def label(self) -> str:
@@ -53,11 +54,13 @@ def target_name(target: Target, index: int) -> str:
 
 
 def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
+    found = target_link(scenario, target)
+    faults = tuple(faults_on(scenario, link_name(found[1], found[0]))) if found else ()
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
             continue
         for rw, bs, qd, nj in itertools.product(workload.rw, workload.bs, workload.iodepth, workload.numjobs):
-            yield Point(target, name, workload, rw, bs, qd, nj)
+            yield Point(target, name, workload, rw, bs, qd, nj, faults)
 
 
 def planned_points(scenario: Scenario) -> int:
@@ -81,6 +84,7 @@ class Placement:
         """The fields every record of this target shares."""
         return {
             "mode": self.mode,
+            "initiator": self.wiring.initiator_host.name,
             "hardware": self.hardware,
             "transport": target.transport,
             "fabric": self.fabric,
@@ -116,10 +120,16 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
         wire = place(scenario, target, hosts, ends).wiring
         with exported(target, name, wire) as devices:
             for p in points(scenario, target, name):
-                job = fio_job(p, devices[0])
+                job = replace(fio_job(p, devices[0]), tolerant=bool(p.faults))
                 if job.verify and "read" in p.rw:
                     wire.initiator_host.run(job.fill_argv())
                 wire.initiator_host.run(job.argv())
+                for fault in p.faults:  # while fio runs, at fault.at seconds from its start
+                    for host, end in (
+                        (wire.initiator_host, wire.initiator_end),
+                        (wire.target_host, wire.target_end),
+                    ):
+                        host.run(faults.flap_script(end.interface, fault.length))
 
 
 def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
@@ -264,7 +274,7 @@ def _run_target(
         say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
         with exported(target, name, wire, _prefixed(say, name)) as devices:
             for p in cells:
-                rec = run_point(p, devices[0], wire, raw_dir, base)
+                rec = run_point(p, devices[0], wire, raw_dir, base, say)
                 records.append(rec)
                 sink.add(rec)
                 outcome = (
@@ -352,13 +362,38 @@ def fio_job(p: Point, device: str) -> FioJob:
     return FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, verify_size(p))
 
 
-def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object]) -> ResultRecord:
+@dataclass(frozen=True)
+class FioRun:
+    """What one fio run printed, and, under faults, how long the I/O took to come back."""
+
+    stdout: str
+    rc: int
+    stderr: str
+    recovery_s: float | None = None
+
+
+def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> FioRun:
+    """fio in the foreground, or in the background with the point's faults on its timeline."""
+    if not p.faults:
+        done = wire.initiator_host.run(job.argv(), timeout=timeout)
+        return FioRun(done.stdout, done.rc, done.stderr)
+    ends = [
+        faults.LinkEnd(wire.initiator_host, wire.initiator_end.interface),
+        faults.LinkEnd(wire.target_host, wire.target_end.interface),
+    ]
+    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, ends, say, timeout)
+    return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s())
+
+
+def run_point(
+    p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object], say: Say = lambda m: None
+) -> ResultRecord:
     verify = p.workload.verify != "off"
     if verify_size(p) < p.bs:
         return _record(
             base, p, error=f"{p.target.size} bytes cannot hold {p.numjobs} jobs of {p.bs}-byte blocks"
         )
-    job = fio_job(p, device)
+    job = replace(fio_job(p, device), tolerant=bool(p.faults))
     initiator, target = wire.initiator_host, wire.target_host
     if verify and "read" in p.rw:
         filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)
@@ -366,7 +401,7 @@ def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str
             return _record(base, p, error=f"fio fill failed: {filled.stderr.strip()[-300:]}", verify="fail")
     before = _cpu_sample(initiator), _cpu_sample(target)
     timeout = VERIFIED_RUN_TIMEOUT if verify else p.workload.runtime + 600
-    result = initiator.run(job.argv(), timeout=timeout)
+    result = _run_fio(p, job, wire, timeout, say)
     after = _cpu_sample(initiator), _cpu_sample(target)
     stem = p.label.replace(" ", "_")
     (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")
@@ -375,9 +410,10 @@ def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str
     except SanlabError as exc:
         detail = f"{exc}; fio stderr: {result.stderr.strip()[-300:]}"
         return _record(base, p, error=detail, verify="fail" if verify else "off")
-    check = judge(job, result.rc, fio)
+    bad_blocks = verify_failures(result.stderr)
+    check = judge(job, result.rc, fio, bad_blocks)
     problem = check.problem
-    if problem and (result.rc != 0 or fio.error != 0):
+    if problem and (result.rc != 0 or fio.error != 0 or fio.io_errors or bad_blocks):
         problem += f": {result.stderr.strip()[-300:]}"
         problem += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
         problem += _stuck_tasks(initiator, target)
@@ -392,5 +428,8 @@ def run_point(p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str
         cpu_target_pct=_busy_pct(before[1], after[1]),
         verify=check.verify,
         verified_bytes=check.verified_bytes,
+        io_errors=fio.io_errors,
+        verify_errors=bad_blocks,
+        recovery_s=result.recovery_s,
         error=problem,
     )

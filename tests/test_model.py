@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 
@@ -111,3 +113,23 @@ def test_default_profile_projects_every_transport_and_fabric():
     ]:
         record = project_point(Point(transport, fabric, 100, "randwrite", 16384, 8, 2))
         assert record.iops > 0 and record.lat_mean_us > 0, (transport, fabric)
+
+
+def test_incast_meets_at_the_target_port_and_stays_under_its_wire_bound():
+    """4 initiators into one 100 G target port: the port is the bottleneck, the sum fits its wire."""
+    writes = Point("nvme-rdma", "roce", 100, "randwrite", 64 << 10, 16, 4, initiators=4)
+    record = project_point(writes)
+    assert record.bottleneck == "target-port-rx" and record.initiators == 4
+    assert record.iops <= record.bound
+    reads = project_point(replace(writes, transport="nvme-tcp", fabric="eth", rw="randread"))
+    assert reads.bottleneck == "target-port-tx" and reads.iops <= reads.bound
+    alone = project_point(replace(writes, initiators=1))
+    assert alone.bottleneck == "link-out"
+    assert record.lat_mean_us > 3 * alone.lat_mean_us  # four times the I/Os queue at the same port
+
+
+def test_incast_of_small_blocks_is_not_held_by_one_initiator():
+    """Where one initiator's CPU is the limit, four initiators together do more."""
+    one = project_point(Point("nvme-tcp", "eth", 100, "randread", 4096, 32, 1, initiators=1))
+    four = project_point(Point("nvme-tcp", "eth", 100, "randread", 4096, 32, 1, initiators=4))
+    assert four.iops > 1.5 * one.iops
