@@ -70,7 +70,8 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
             if transport in RDMA_TRANSPORTS and fabric == "eth":
                 fabric = "roce"
             gbps = _link_gbps(projection.profile, fabric, projection)
-            label = projection.label or f"{transport} {fabric} {gbps:g}G"
+            incast = f" x{projection.initiators}" if projection.initiators > 1 else ""  # initiators into one
+            label = projection.label or f"{transport} {fabric} {gbps:g}G{incast}"
             for workload in scenario.workloads:
                 if workload.transports and transport not in workload.transports:
                     continue

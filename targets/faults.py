@@ -13,7 +13,6 @@ verify, and how long after the cable came back the first I/O completed
 
 from __future__ import annotations
 
-import json
 import secrets
 import shlex
 import time
@@ -102,7 +101,7 @@ def run_faulted(
     ``ends`` are the link's ends, the initiator's first.
     """
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
-    logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0"]
+    logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
@@ -133,19 +132,6 @@ def _collect(host: Host, tag: str, windows: list[Window]) -> FaultedRun:
     output, _, rest = read.stdout.partition("\n---\n")
     code, _, stderr = rest.partition("\n---\n")
     lat = host.run(f"cat {tag}_lat.*.log 2>/dev/null", timeout=120).stdout
-    start_ms = _job_start_ms(output)
-    completions = [
-        start_ms / 1000 + int(line.split(",")[0]) / 1000 for line in lat.splitlines() if line.strip()
-    ]
+    # --log_unix_epoch: each completion's time in epoch ms, on the initiator's clock
+    completions = [int(line.split(",")[0]) / 1000 for line in lat.splitlines() if line.strip()]
     return FaultedRun(output, int(code.strip() or 1), stderr, windows, completions)
-
-
-def _job_start_ms(output: str) -> float:
-    """When fio's job started (epoch ms): the lat log counts from there."""
-    try:
-        doc = json.loads(output[output.find("{") :])
-        return float(doc["jobs"][0]["job_start"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        raise StackError(
-            f"fio's JSON gives no job_start, so no I/O can be placed on the fault timeline: {output[:200]!r}"
-        ) from None

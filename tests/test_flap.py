@@ -6,6 +6,12 @@ of the link go down 2 s in and come back 2 s later, then reads every block
 back.  No block may fail verification; the time from the cable's return to
 the first completed I/O is recorded; I/O errors, where a transport gives
 up, are counted and make the point fail, never silently pass.
+
+Measured here (TCG): NVMe/TCP, NVMe/RDMA and iSCSI always came back; iSER
+over rxe came back when its queue pair survived the outage, and when the
+queue pair's retries ran out (connection error 1011) open-iscsi never
+logged in again and failed the I/O after its 120 s replacement timeout:
+that run is recorded as failed with its I/O errors.
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ def test_a_link_flap_under_verified_writes_loses_no_block(guest_image, tmp_path)
     for record in records:
         assert record.initiator == "initiator"
         assert record.verify_errors == 0, record
-        assert record.recovery_s is not None and 0 <= record.recovery_s < 120, record
         if record.io_errors:  # the transport gave up on some I/Os: said, and never a pass
-            assert record.verify == "fail" and record.error and "I/O errors" in record.error
+            assert (
+                record.verify == "fail" and record.error and f"{record.io_errors} I/O errors" in record.error
+            )
         else:
             assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
+            assert record.recovery_s is not None and 0 <= record.recovery_s < 60, record
     assert sum("link roce down for 2s" in m for m in heard) == 4
     assert sum("link roce up" in m for m in heard) == 4
 
