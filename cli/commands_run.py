@@ -165,7 +165,8 @@ def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: boo
             click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
         else:
             click.echo("* measured on the real machines named in each record's 'hardware'")
-        click.echo(f"results in {out}/ (results.json, fio/, logs/{', *.pcap' if captured else ''})")
+        logs = ", logs/" if (out / "logs").is_dir() else ""  # VMs' console and kernel logs
+        click.echo(f"results in {out}/ (results.json, fio/{logs}{', *.pcap' if captured else ''})")
     sys.exit(1 if failed else 0)
 
 

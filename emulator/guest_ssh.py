@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from sanlab.emulator.agent import Completed
 from sanlab.emulator.ssh import SshError, SshHost
 from sanlab.scenarios.errors import SanlabError
 
@@ -30,7 +31,7 @@ class Guest(Protocol):
     @property
     def name(self) -> str: ...
 
-    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> object: ...
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
 
     def put(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
 
@@ -75,8 +76,8 @@ def start_sshd(guest: Guest, public_key: str, mac: str, address: str) -> None:
         ]
     )
     result = guest.run(script, timeout=120)
-    if not getattr(result, "ok", False):
-        raise SanlabError(f"{guest.name}: starting sshd failed: {getattr(result, 'stderr', '').strip()}")
+    if not result.ok:
+        raise SanlabError(f"{guest.name}: starting sshd failed: {result.stderr.strip()}")
 
 
 def guest_host(name: str, port: int, key: Path, run_dir: Path) -> SshHost:

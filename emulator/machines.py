@@ -55,7 +55,7 @@ echo "kernel=$(uname -r)"
 echo "cpu_model=$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 echo "cores=$(nproc)"
 echo "cpu_mhz=$(awk '/^cpu MHz/ {{print int($4); exit}}' /proc/cpuinfo)"
-echo "configfs=$([ -d /sys/kernel/config/target ] || [ -d /sys/kernel/config ] && echo yes || echo no)"
+echo "configfs=$(grep -qs ' /sys/kernel/config configfs ' /proc/mounts && echo yes || echo no)"
 for t in {tools}; do command -v "$t" >/dev/null && echo "tool.$t=yes" || echo "tool.$t=no"; done
 for m in {modules}; do
   found=no

@@ -55,12 +55,12 @@ def target_name(target: Target, index: int) -> str:
 
 def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
     found = target_link(scenario, target)
-    faults = tuple(faults_on(scenario, link_name(found[1], found[0]))) if found else ()
+    on_link = tuple(faults_on(scenario, link_name(found[1], found[0]))) if found else ()
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
             continue
         for rw, bs, qd, nj in itertools.product(workload.rw, workload.bs, workload.iodepth, workload.numjobs):
-            yield Point(target, name, workload, rw, bs, qd, nj, faults)
+            yield Point(target, name, workload, rw, bs, qd, nj, on_link)
 
 
 def planned_points(scenario: Scenario) -> int:
@@ -125,11 +125,8 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
                     wire.initiator_host.run(job.fill_argv())
                 wire.initiator_host.run(job.argv())
                 for fault in p.faults:  # while fio runs, at fault.at seconds from its start
-                    for host, end in (
-                        (wire.initiator_host, wire.initiator_end),
-                        (wire.target_host, wire.target_end),
-                    ):
-                        host.run(faults.flap_script(end.interface, fault.length))
+                    for end in _link_ends(wire):
+                        end.host.run(faults.flap_script(end.interface, fault.length))
 
 
 def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
@@ -372,16 +369,20 @@ class FioRun:
     recovery_s: float | None = None
 
 
+def _link_ends(wire: Wiring) -> list[faults.LinkEnd]:
+    """The cable a fault pulls, the initiator's end first (its clock times the run)."""
+    return [
+        faults.LinkEnd(wire.initiator_host, wire.initiator_end.interface),
+        faults.LinkEnd(wire.target_host, wire.target_end.interface),
+    ]
+
+
 def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> FioRun:
     """fio in the foreground, or in the background with the point's faults on its timeline."""
     if not p.faults:
         done = wire.initiator_host.run(job.argv(), timeout=timeout)
         return FioRun(done.stdout, done.rc, done.stderr)
-    ends = [
-        faults.LinkEnd(wire.initiator_host, wire.initiator_end.interface),
-        faults.LinkEnd(wire.target_host, wire.target_end.interface),
-    ]
-    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, ends, say, timeout)
+    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, _link_ends(wire), say, timeout)
     return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s())
 
 
