@@ -12,16 +12,8 @@ from typing import Any
 
 import click
 
-from sanlab.models.calibrate import (
-    evaluate,
-    fit,
-    holdouts,
-    load_raw,
-    mape,
-    table_for,
-    write_fit,
-)
-from sanlab.models.calibrate_runs import calibrate_runs, write_profile
+from sanlab.models.calibrate import calibrate_profile, load_raw, write_fit
+from sanlab.models.calibrate_runs import calibrate_and_write
 from sanlab.models.profile import load_profile, profile_names
 from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
@@ -30,7 +22,7 @@ from sanlab.models.simulate import Settings
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import results_document
-from sanlab.scenarios.schema import FABRICS, STACKS, TRANSPORTS, Scenario
+from sanlab.scenarios.schema import DEFAULT_PROFILE, FABRICS, STACKS, TRANSPORTS, Scenario
 from sanlab.validation import fail, writable_dir
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
@@ -48,7 +40,7 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
     if missing:
         raise click.UsageError(f"--transport needs {', '.join(missing)} too")
     projection = {
-        "profile": opts["profile"] or "modern-100g",
+        "profile": opts["profile"] or DEFAULT_PROFILE,
         "transport": opts["transport"],
         "fabric": opts["fabric"],
         "link_gbps": opts["link_gbps"],
@@ -216,7 +208,7 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 )
 @click.option("--name", help="With --runs: the new profile's name (for sanlab model --profile NAME).")
 @click.option(
-    "--base", default="modern-100g", show_default=True, help="With --runs: the profile to start from."
+    "--base", default=DEFAULT_PROFILE, show_default=True, help="With --runs: the profile to start from."
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="With --runs: print {'parameters', 'cells', 'profile'}."
@@ -259,59 +251,35 @@ def _calibrate_runs(dirs: list[Path], name: str | None, base: str, seed: int, as
         raise SanlabError("--runs: give one or more run folders (each with a results.json)")
     if not name or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", name):
         raise SanlabError(f"--name {name!r}: give the new profile a name of a-z, 0-9 and '-'")
-    result, rows, raw = calibrate_runs(dirs, name, base)
-    path = write_profile(raw, result, dirs, base)
-    cells = evaluate(load_profile(name), rows, seed)
-    parameters: dict[str, dict[str, Any]] = {
-        param: {
-            "value": value,
-            "interval_95": list(result.intervals[param]),
-            "pinned": result.intervals[param] != tuple(raw["calibration"]["fit"][param]),
-        }
-        for param, value in result.params.items()
-    }
-    document = {
-        "profile": str(path),
-        "parameters": parameters,
-        "cells": [
-            {
-                "cell": c.row.label,
-                "measured_iops": c.row.iops,
-                "model_iops": round(c.iops, 1),
-                "error_pct": round(100 * c.iops_error, 2),
-                "bottleneck": c.bottleneck,
-            }
-            for c in cells
-        ],
-    }
+    document = calibrate_and_write(dirs, name, base, seed)
     if as_json:
         click.echo(json.dumps(document, indent=2))
         return
-    click.echo(f"== {name}: {len(result.params)} parameters fitted to {len(rows)} cells (base {base})")
+    parameters = document["parameters"]
+    click.echo(
+        f"== {name}: {len(parameters)} parameters fitted to {document['fitted_cells']} cells (base {base})"
+    )
     for param, entry in parameters.items():
         low, high = entry["interval_95"]
         pinned = "" if entry["pinned"] else "  (not pinned by these cells)"
         click.echo(f"  {param:<52} {entry['value']:>10.4g}  95% [{low:.4g}, {high:.4g}]{pinned}")
-    for c in cells:
+    for c in document["cells"]:
         click.echo(
-            f"  {c.row.label:<44} measured {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
-            f"{100 * c.iops_error:+6.1f}%"
+            f"  {c['cell']:<44} measured {c['measured_iops']:>10,.0f}  model {c['model_iops']:>10,.0f}  "
+            f"{c['error_pct']:+6.1f}%"
         )
-    click.echo(f"  IOPS MAPE {mape([c.iops_error for c in cells]):.1f}%")
-    click.echo(f"wrote {path}; project with: sanlab model --profile {name} ...")
+    click.echo(f"  IOPS MAPE {document['iops_mape_pct']:.1f}%")
+    click.echo(f"wrote {document['profile']}; project with: sanlab model --profile {name} ...")
 
 
 def _calibrate_one(name: str, data: Path | None, write: bool, cross_validate: bool, seed: int) -> None:
-    raw = load_raw(name)
-    rows = table_for(raw, data)
-    click.echo(f"== {name}: fitting {len(raw['calibration']['fit'])} parameters to {len(rows)} cells")
-    result = fit(raw, rows)
+    click.echo(f"== {name}: fitting {len(load_raw(name)['calibration']['fit'])} parameters")
+    done = calibrate_profile(name, data, cross_validate, seed)
+    result = done.result
     for param, value in result.params.items():
         flag = "  (at its physical bound)" if param in result.at_bound else ""
         click.echo(f"  {param:<48} {value:>10.4g}{flag}")
-    cells = evaluate(result.profile, rows, seed)
-    network = [c for c in cells if c.row.point.transport != "local"]
-    for c in cells:
+    for c in done.cells:
         lat = c.latency_error
         click.echo(
             f"  {c.row.label:<44} published {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
@@ -319,32 +287,14 @@ def _calibrate_one(name: str, data: Path | None, write: bool, cross_validate: bo
             + (f"  lat {100 * lat:+6.1f}%" if lat is not None else "")
             + f"  [{c.bottleneck}]"
         )
-    summary: dict[str, Any] = {
-        "fitted_parameters": len(result.params),
-        "cells": len(rows),
-        "network_cells": len(network),
-        "iops_mape_pct": round(mape([c.iops_error for c in network]), 2),
-    }
-    lat_mape = mape([c.latency_error for c in network])
-    if lat_mape == lat_mape:  # not NaN
-        summary["lat_mape_pct"] = round(lat_mape, 2)
+    summary = done.summary()
     click.echo(
         f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
         + (f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%" if "lat_mape_pct" in summary else "")
     )
-    if cross_validate:
-        summary["cross_validation"] = {}
-        for label, use in holdouts(rows):
-            held = fit(raw, rows, use)
-            unseen = [r for r in rows if not use(r) and r.point.transport != "local"]
-            errors = evaluate(held.profile, unseen, seed)
-            score = round(mape([c.iops_error for c in errors]), 2)
-            summary["cross_validation"][label] = score
-            note = (
-                f" (no training cell constrains {', '.join(held.unconstrained)})"
-                if held.unconstrained
-                else ""
-            )
-            click.echo(f"  cross-validation: {label}: IOPS MAPE {score:.1f}% on {len(unseen)} cells{note}")
+    for held in done.holdouts:
+        note = f" (no training cell constrains {', '.join(held.unconstrained)})" if held.unconstrained else ""
+        score = f"{held.iops_mape_pct:.1f}%" if held.iops_mape_pct is not None else "-"
+        click.echo(f"  cross-validation: {held.label}: IOPS MAPE {score} on {held.cells} cells{note}")
     if write:
         click.echo(f"  wrote {write_fit(name, result, summary)}")

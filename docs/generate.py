@@ -144,7 +144,7 @@ LAB6 = [
     ("4k, 8 jobs", {"bs": "4k", "numjobs": 8}),
     ("4k, 8 jobs, 4 cores", {"bs": "4k", "numjobs": 8, "cores": 4}),
     ("64k, 8 jobs", {"bs": "64k", "numjobs": 8}),
-    ("64k, 8 jobs, 200G", {"bs": "64k", "numjobs": 8, "link-gbps": 200}),
+    ("64k, 8 jobs, 4 initiators", {"bs": "64k", "numjobs": 8, "initiators": 4}),
 ]
 
 

@@ -25,9 +25,10 @@ import yaml
 from scipy.optimize import least_squares
 
 from sanlab.models import mva
+from sanlab.models.metrics import mape
 from sanlab.models.network import build
 from sanlab.models.params import get_param, set_param
-from sanlab.models.profile import Profile, _inherit, clear_cache, fit_path, profile_path
+from sanlab.models.profile import Profile, clear_cache, fit_path, inherit, profile_path
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
@@ -98,7 +99,7 @@ def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], boo
         data = copy.deepcopy(raw)
         for name, value in zip(names, np.exp(x), strict=True):
             set_param(data, name, value)
-        return Profile.model_validate(_inherit(data, str(raw.get("name"))))
+        return Profile.model_validate(inherit(data, str(raw.get("name"))))
 
     result = least_squares(
         lambda x: residuals(model(x), used),
@@ -186,11 +187,6 @@ def evaluate(profile: Profile, rows: Sequence[Measured], seed: int = 1) -> list[
     return cells
 
 
-def mape(values: Sequence[float | None]) -> float:
-    known = [abs(v) for v in values if v is not None]
-    return 100 * sum(known) / len(known) if known else float("nan")
-
-
 def holdouts(rows: Sequence[Measured]) -> list[tuple[str, Callable[[Measured], bool]]]:
     """Cross-validation splits: reads predict writes; lower link speeds predict the highest."""
     splits: list[tuple[str, Callable[[Measured], bool]]] = [
@@ -239,3 +235,64 @@ def write_fit(name: str, result: Fit, summary: dict[str, Any]) -> Path:
     tmp.replace(path)
     clear_cache()
     return path
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """One cross-validation split: fitted without some cells, scored on them."""
+
+    label: str
+    iops_mape_pct: float | None
+    cells: int
+    unconstrained: tuple[str, ...]  # parameters no training cell constrained
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A profile fitted to its published table, every cell's error, and the cross-validation."""
+
+    name: str
+    result: Fit
+    cells: list[CellError]
+    holdouts: list[Holdout]
+
+    @property
+    def network(self) -> list[CellError]:
+        """The cells that cross a network (not the device measured alone)."""
+        return [c for c in self.cells if c.row.point.transport != "local"]
+
+    def summary(self) -> dict[str, Any]:
+        """What NAME.fit.yaml records of the fit and the README quotes."""
+        iops = mape([c.iops_error for c in self.network])
+        lat = mape([c.latency_error for c in self.network])
+        summary: dict[str, Any] = {
+            "fitted_parameters": len(self.result.params),
+            "cells": len(self.cells),
+            "network_cells": len(self.network),
+            "iops_mape_pct": round(iops, 2) if iops is not None else None,
+        }
+        if lat is not None:
+            summary["lat_mape_pct"] = round(lat, 2)
+        if self.holdouts:
+            summary["cross_validation"] = {
+                h.label: round(h.iops_mape_pct, 2) if h.iops_mape_pct is not None else None
+                for h in self.holdouts
+            }
+        return summary
+
+
+def calibrate_profile(
+    name: str, data: Path | None, cross_validate: bool = True, seed: int = 1
+) -> Calibration:
+    """Fit profile ``name`` to its table (in ``data`` or the default folder) and score it."""
+    raw = load_raw(name)
+    rows = table_for(raw, data)
+    result = fit(raw, rows)
+    cells = evaluate(result.profile, rows, seed)
+    splits = []
+    for label, use in holdouts(rows) if cross_validate else []:
+        held = fit(raw, rows, use)
+        unseen = [r for r in rows if not use(r) and r.point.transport != "local"]
+        score = mape([c.iops_error for c in evaluate(held.profile, unseen, seed)])
+        splits.append(Holdout(label, score, len(unseen), tuple(held.unconstrained)))
+    return Calibration(name, result, cells, splits)

@@ -27,14 +27,16 @@ from typing import Any
 
 import yaml
 
-from sanlab.models.calibrate import Fit, fit, load_raw
-from sanlab.models.network import Point, _default_stack
+from sanlab.models.calibrate import Fit, evaluate, fit, load_raw
+from sanlab.models.metrics import mape
+from sanlab.models.network import Point, default_stack
 from sanlab.models.params import get_param, set_param
 from sanlab.models.profile import (
     Profile,
-    _inherit,
     apply_fit,
     clear_cache,
+    inherit,
+    load_profile,
     profile_names,
     profile_path,
     stack_cost,
@@ -91,14 +93,14 @@ def _measured(record: dict[str, Any], profile: Profile) -> Measured:
 def starting_profile(base: str, name: str, rows: list[Measured]) -> dict[str, Any]:
     """The base profile resolved into one self-contained document, with the costs of
     every stack the records use made its own, and the parameters to fit."""
-    profile = Profile.model_validate(_inherit(apply_fit(load_raw(base), profile_path(base)), base))
+    profile = Profile.model_validate(inherit(apply_fit(load_raw(base), profile_path(base)), base))
     raw = profile.model_dump(mode="json")
     raw["name"] = name
     raw["costs_from"] = []
     fit: dict[str, list[float]] = {"initiator.app_kcycles_per_io": list(APP_RANGE)}
     for row in rows:
         p = row.point
-        stack = p.target_stack or _default_stack(profile, p.transport)
+        stack = p.target_stack or default_stack(profile, p.transport)
         key = f"{stack}/{p.transport}"
         raw["costs"].setdefault(key, stack_cost(profile, stack, p.transport).model_dump(mode="json"))
         fit[f"costs.{key}.initiator_kcycles_per_io"] = list(STACK_RANGE)
@@ -117,7 +119,7 @@ def calibrate_runs(dirs: list[Path], name: str, base: str) -> tuple[Fit, list[Me
     """Fit a profile called ``name`` to the runs in ``dirs``; nothing is written."""
     if name in profile_names(shipped_only=True):
         raise SanlabError(f"--name {name}: a shipped profile has that name; choose another")
-    rows = rows_from_runs(dirs, Profile.model_validate(_inherit(load_raw(base), base)))
+    rows = rows_from_runs(dirs, Profile.model_validate(inherit(load_raw(base), base)))
     raw = starting_profile(base, name, rows)
     rows = [dataclasses.replace(r, point=dataclasses.replace(r.point, profile=name)) for r in rows]
     return fit(raw, rows), rows, raw
@@ -148,3 +150,39 @@ def write_profile(raw: dict[str, Any], result: Fit, dirs: list[Path], base: str)
 
 def _set(document: dict[str, Any], param: str, value: float) -> None:
     set_param(document, param, value)
+
+
+def calibrate_and_write(dirs: list[Path], name: str, base: str, seed: int = 1) -> dict[str, Any]:
+    """Fit, write the profile, and score it: ``{"profile", "parameters", "cells", "iops_mape_pct"}``.
+
+    Each parameter has its value, its 95 % interval and whether the cells
+    pinned it (an interval narrower than its physical range).
+    """
+    result, rows, raw = calibrate_runs(dirs, name, base)
+    path = write_profile(raw, result, dirs, base)
+    cells = evaluate(load_profile(name), rows, seed)
+    parameters = {
+        param: {
+            "value": value,
+            "interval_95": list(result.intervals[param]),
+            "pinned": result.intervals[param] != tuple(raw["calibration"]["fit"][param]),
+        }
+        for param, value in result.params.items()
+    }
+    error = mape([c.iops_error for c in cells])
+    return {
+        "profile": str(path),
+        "parameters": parameters,
+        "cells": [
+            {
+                "cell": c.row.label,
+                "measured_iops": c.row.iops,
+                "model_iops": round(c.iops, 1),
+                "error_pct": round(100 * c.iops_error, 2),
+                "bottleneck": c.bottleneck,
+            }
+            for c in cells
+        ],
+        "iops_mape_pct": round(error, 2) if error is not None else None,
+        "fitted_cells": len(rows),
+    }

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sanlab.models.profile import Profile, StackCost, load_profile, stack_cost
+from sanlab.models.profile import Nic, Profile, StackCost, load_profile, stack_cost
 from sanlab.models.transports import (
     ProtocolParams,
+    Recipe,
     WireCost,
     recipe,
     stack_params,
@@ -24,6 +25,7 @@ from sanlab.models.transports import (
     wire_cost,
 )
 from sanlab.models.wire import data_rate_gbps
+from sanlab.scenarios.schema import DEFAULT_PROFILE
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Point:
     bs: int
     iodepth: int
     numjobs: int
-    profile: str = "modern-100g"
+    profile: str = DEFAULT_PROFILE
     mtu: int | None = None
     target_stack: str | None = None
     backend: str | None = None
@@ -86,7 +88,7 @@ class Network:
     split: int = 1
 
 
-def _default_stack(profile: Profile, transport: str) -> str:
+def default_stack(profile: Profile, transport: str) -> str:
     if transport in profile.target_stacks:
         return profile.target_stacks[transport]
     return "nvmet" if transport.startswith("nvme") else "lio"
@@ -145,72 +147,97 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     nic = prof.nic_for(point.fabric, point.link_gbps)
     mtu = point.mtu or nic.mtu
     stack = (
-        "local" if point.transport == "local" else point.target_stack or _default_stack(prof, point.transport)
+        "local" if point.transport == "local" else point.target_stack or default_stack(prof, point.transport)
     )
     cost = stack_cost(prof, stack, point.transport)
-    params = (
-        stack_params(stack, ProtocolParams())
-        .with_(**prof.protocol)
-        .with_(header_digest=point.header_digest, data_digest=point.data_digest)
-    )
     if point.transport == "local":
         return _local(point, prof, stack, cost)
-    r = recipe(point.transport, point.rw, point.bs, params)
+    r = recipe(point.transport, point.rw, point.bs, _protocol(prof, stack, point))
     wire = wire_cost(r, point.fabric, mtu)
-    init, tgt = prof.initiator, prof.target
-    conns = connections(point, prof)
-    software_tcp = point.fabric == "eth" and not nic.toe
-    packets = wire.frames if software_tcp else 0
-
-    init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
-    init_cpu += point.bs * cost.initiator_cycles_per_byte / 1000 / init.ghz
-    tgt_cpu = cost.target_kcycles_per_io / tgt.ghz
-    backend = prof.backends[point.backend or prof.default_backend]
-    tgt_cycles_per_byte = cost.target_cycles_per_byte + backend.target_cycles_per_byte
-    tgt_cpu += point.bs * tgt_cycles_per_byte / 1000 / tgt.ghz
-    rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
-    dev_us, dev_latency = _device_demand(point, prof)
-    polled = stack in prof.target_polled
-    fixed = r.round_trips * 2 * nic.one_way_us + init.wakeup_us + (0 if polled else tgt.wakeup_us)
-    fixed += dev_latency
-
-    n = point.initiators
-    out_us, in_us = wire.wire_out * 8 / rate_bits_per_us, wire.wire_in * 8 / rate_bits_per_us
-    stations = [
-        Station("initiator-cpu", min(point.numjobs, init.cores) * n, init_cpu, side="initiator"),
-        *_ports("out", n, out_us),
-        Station("target-cpu", min(tgt.cores, conns * n), tgt_cpu, side="target"),
-        Station("device", backend.parallel, dev_us),
-        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
-        *_ports("in", n, in_us),
-        Station("fixed-latency", 1, fixed, kind="delay", cv=0.1),
-    ]
-    if packets:
-        per_packet = nic.host_kcycles_per_packet
-        stations.insert(
-            1,
-            Station(
-                "initiator-net",
-                min(conns, init.cores) * n,
-                packets * per_packet / init.ghz,
-                side="initiator",
-            ),
-        )
-        target_net = Station(
-            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.ghz, side="target"
-        )
-        stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, target_net)
-    stations = [s for s in stations if s.demand_us > 0]
+    stations = _stations(point, prof, nic, stack, cost, wire, r)
     return Network(
         point=point,
-        stations=tuple(stations),
+        stations=tuple(s for s in stations if s.demand_us > 0),
         wire=wire,
         bound_iops=wire_bound_iops(wire, data_rate_gbps(point.fabric, point.link_gbps)),
         target_stack=stack,
         mtu=mtu,
-        initiator_cores=init.cores * n,  # all initiators together: CPU % is the average initiator's
-        target_cores=tgt.cores,
+        initiator_cores=prof.initiator.cores * point.initiators,  # CPU % is the average initiator's
+        target_cores=prof.target.cores,
     )
+
+
+def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
+    """The transport's negotiated parameters: the stack's defaults, the profile's, the point's digests."""
+    return (
+        stack_params(stack, ProtocolParams())
+        .with_(**prof.protocol)
+        .with_(header_digest=point.header_digest, data_digest=point.data_digest)
+    )
+
+
+def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[float, float]:
+    """Microseconds of CPU one I/O costs the initiator (application and stack) and the target."""
+    init, tgt = prof.initiator, prof.target
+    backend = prof.backends[point.backend or prof.default_backend]
+    digested = digested_bytes(point, pdus)
+    init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
+    init_cpu += point.bs * cost.initiator_cycles_per_byte / 1000 / init.ghz
+    init_cpu += digested * init.crc32c_cycles_per_byte / 1000 / init.ghz
+    tgt_cycles_per_byte = cost.target_cycles_per_byte + backend.target_cycles_per_byte
+    tgt_cpu = cost.target_kcycles_per_io / tgt.ghz + point.bs * tgt_cycles_per_byte / 1000 / tgt.ghz
+    tgt_cpu += digested * tgt.crc32c_cycles_per_byte / 1000 / tgt.ghz
+    return init_cpu, tgt_cpu
+
+
+# Bytes a header digest covers per PDU: iSCSI's basic header segment; NVMe/TCP's
+# headers are 8 to 72 bytes.  Either way small beside a data digest.
+DIGESTED_HEADER = 48
+
+
+def digested_bytes(point: Point, pdus: int) -> int:
+    """Bytes of one I/O each side runs through CRC32C: its data (data digest) and PDU headers."""
+    data = point.bs if point.data_digest else 0
+    return data + (pdus * DIGESTED_HEADER if point.header_digest else 0)
+
+
+def _fixed_us(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> float:
+    """What every I/O waits however idle the machines are: flights on the wire, wake-ups, the device."""
+    polled = stack in prof.target_polled
+    wakeups = prof.initiator.wakeup_us + (0 if polled else prof.target.wakeup_us)
+    return round_trips * 2 * nic.one_way_us + wakeups + _device_demand(point, prof)[1]
+
+
+def _stations(
+    point: Point, prof: Profile, nic: Nic, stack: str, cost: StackCost, wire: WireCost, r: Recipe
+) -> list[Station]:
+    """The desks one I/O visits, in order, with their clerks and demands."""
+    init, tgt = prof.initiator, prof.target
+    n, conns = point.initiators, connections(point, prof)
+    init_cpu, tgt_cpu = _cpu_us(point, prof, cost, len(r.messages))
+    rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
+    backend = prof.backends[point.backend or prof.default_backend]
+    stations = [
+        Station("initiator-cpu", min(point.numjobs, init.cores) * n, init_cpu, side="initiator"),
+        *_ports("out", n, wire.wire_out * 8 / rate_bits_per_us),
+        Station("target-cpu", min(tgt.cores, conns * n), tgt_cpu, side="target"),
+        Station("device", backend.parallel, _device_demand(point, prof)[0]),
+        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
+        *_ports("in", n, wire.wire_in * 8 / rate_bits_per_us),
+        Station("fixed-latency", 1, _fixed_us(point, prof, nic, stack, r.round_trips), kind="delay", cv=0.1),
+    ]
+    packets = wire.frames if point.fabric == "eth" and not nic.toe else 0  # software TCP only
+    if packets:
+        per_packet = nic.host_kcycles_per_packet
+        mine = Station(
+            "initiator-net", min(conns, init.cores) * n, packets * per_packet / init.ghz, side="initiator"
+        )
+        theirs = Station(
+            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.ghz, side="target"
+        )
+        stations.insert(1, mine)
+        stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, theirs)
+    return stations
 
 
 def _ports(direction: str, initiators: int, serial_us: float) -> list[Station]:

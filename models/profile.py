@@ -36,6 +36,15 @@ class Host(_Strict):
     ghz: float = Field(gt=0)
     app_kcycles_per_io: float = Field(3.0, ge=0, description="fio + block layer, per I/O")
     wakeup_us: float = Field(0.0, ge=0, description="interrupt-to-thread latency, once per I/O")
+    # CRC32C, for iSCSI and NVMe/TCP digests: Linux's crc32c-intel runs
+    # three CRC32 instruction streams at once (Gopal et al., Intel 2011;
+    # Gueron, Information Processing Letters 112, 2012: 3-cycle latency and
+    # 8 bytes per instruction make a serial stream 0.375 cycles/byte, and the
+    # interleaved one almost 3x faster).  benchmarks/crc32c_speed.py measures
+    # this host's.
+    crc32c_cycles_per_byte: float = Field(
+        0.14, ge=0.05, le=1.0, description="CRC32C cost per byte digested (sender computes, receiver checks)"
+    )
 
 
 class Nic(_Strict):
@@ -104,20 +113,43 @@ class Profile(_Strict):
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:
-        for nic in self.nics:
-            if fabric in nic.fabrics and any(abs(g - link_gbps) < 1e-6 for g in nic.link_gbps):
-                return nic
-        for nic in self.nics:
-            if fabric in nic.fabrics:
-                return nic
-        have = "; ".join(f"{n.name}: {'/'.join(n.fabrics)} at {n.link_gbps} Gb/s" for n in self.nics)
-        raise ScenarioError(
-            [Problem(f"profile {self.name}", "nics", f"no NIC for fabric {fabric!r} (has {have})")]
-        )
+        """The profile's NIC that carries ``fabric`` at ``link_gbps``; never a guess from speed alone.
+
+        Only a NIC whose fastest port reaches the link can carry it.  Among
+        those, for plain Ethernet a NIC without TCP offload comes first
+        (Linux's NVMe/TCP and open-iscsi run on the kernel's own TCP, not a
+        TOE), then one that lists the speed exactly, then the profile's
+        order.  A link faster than every NIC is an error that names them.
+        """
+        carrying = [n for n in self.nics if fabric in n.fabrics]
+        if not carrying:
+            have = "; ".join(f"{n.name}: {'/'.join(n.fabrics)}" for n in self.nics)
+            raise ScenarioError(
+                [Problem(f"profile {self.name}", "nics", f"no NIC for fabric {fabric!r} (has {have})")]
+            )
+        able = [n for n in carrying if max(n.link_gbps) >= link_gbps - 1e-6]
+        if not able:
+            have = ", ".join(f"{n.name} (up to {max(n.link_gbps):g} Gb/s)" for n in carrying)
+            raise ScenarioError(
+                [
+                    Problem(
+                        f"profile {self.name}",
+                        "nics",
+                        f"no NIC of this profile carries {fabric} at {link_gbps:g} Gb/s: {have}; "
+                        "use a lower link speed or a profile with a faster NIC",
+                    )
+                ]
+            )
+
+        def preference(nic: Nic) -> tuple[bool, bool, int]:
+            offloaded = fabric == "eth" and nic.toe
+            exact = any(abs(g - link_gbps) < 1e-6 for g in nic.link_gbps)
+            return offloaded, not exact, self.nics.index(nic)
+
+        return min(able, key=preference)
 
 
 PROFILE_DIR = Path(str(resources.files("sanlab.models.profiles")))
-DEFAULT_PROFILE = "modern-100g"
 # Stacks without calibration data of their own borrow the costs of the most
 # similar calibrated stack; models/README.md says why each pairing is fair.
 STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio", "spdk": "nvmet"}
@@ -185,7 +217,7 @@ def load_profile(name_or_path: str) -> Profile:
                 ]
             )
         path = profile_path(name_or_path)
-    data = _inherit(apply_fit(read_yaml(path), path), str(path))
+    data = inherit(apply_fit(read_yaml(path), path), str(path))
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
@@ -194,7 +226,7 @@ def load_profile(name_or_path: str) -> Profile:
     return profile
 
 
-def _inherit(data: Any, source: str) -> Any:
+def inherit(data: Any, source: str) -> Any:
     """Resolve ``from: PROFILE`` in hosts, NICs and backends.
 
     ``{from: starwind-2024, cores: 32}`` under ``initiator`` means "the

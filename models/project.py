@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sanlab.models.network import Network, Point, build
-from sanlab.models.profile import DEFAULT_PROFILE, load_profile
+from sanlab.models.profile import load_profile
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
-from sanlab.scenarios.schema import Projection, Scenario
+from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
 from sanlab.scenarios.semantics import RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS, target_link
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sanlab.models.metrics import mape
 from sanlab.models.published import Measured
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.sizes import format_size
@@ -60,11 +61,6 @@ def match(labelled: Sequence[tuple[str, ResultRecord]], table: Sequence[Measured
         key = _key(r.transport, r.fabric, r.link_gbps, r.rw, r.bs, r.iodepth, r.numjobs)
         cells.append(Cell(label, r, index.get(key)))
     return cells
-
-
-def mape(errors: Sequence[float | None]) -> float | None:
-    known = [abs(e) for e in errors if e is not None]
-    return 100 * sum(known) / len(known) if known else None
 
 
 def text_table(cells: Sequence[Cell], title: str) -> str:

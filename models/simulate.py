@@ -48,16 +48,6 @@ class SimResult:
     completed: int
 
 
-class _Progress:
-    """Counters the completion callback updates while the run goes on."""
-
-    def __init__(self) -> None:
-        self.done = 0
-        self.batch_start = 0.0
-        self.measure_from = 0.0
-        self.busy_at_measure: list[float] | None = None
-
-
 class _Io:
     __slots__ = ("start",)
 
@@ -65,9 +55,8 @@ class _Io:
         self.start = 0.0
 
 
-def simulate(net: Network, settings: Settings | None = None) -> SimResult:
-    cfg = settings or Settings()
-    env = simpy.Environment()
+def _elements(env: simpy.Environment, net: Network, cfg: Settings) -> list[Server | Delay]:
+    """One element per station, each with its own random stream, joined in visiting order."""
     streams = np.random.SeedSequence(cfg.seed).spawn(len(net.stations))
     elements: list[Server | Delay] = []
     for station, stream in zip(net.stations, streams, strict=True):
@@ -78,64 +67,96 @@ def simulate(net: Network, settings: Settings | None = None) -> SimResult:
             elements.append(Server(env, station.name, station.servers, station.demand_us, jitter))
     for upstream, downstream in zip(elements, elements[1:], strict=False):
         upstream.out = downstream.put
+    return elements
 
-    outstanding = net.point.outstanding * net.split
-    batch = cfg.batch_size or max(200, 4 * outstanding)
-    latencies: list[float] = []
-    batch_rates: list[float] = []
-    state = _Progress()
-    stop = env.event()
 
-    def complete(io: _Io) -> None:
-        now = env.now
-        latencies.append(now - io.start)
-        state.done += 1
-        if state.done % batch == 0:
-            rate = batch / (now - state.batch_start)
-            state.batch_start = now
-            if state.busy_at_measure is None:  # end of warm-up: discard it
-                state.busy_at_measure = [e.busy_time for e in elements]
-                state.measure_from = now
-                latencies.clear()
-            else:
-                batch_rates.append(rate)
-                if _tight(batch_rates, cfg) and not stop.triggered:
-                    stop.succeed()
+class BatchMeans:
+    """The measurement, apart from the model: completions in batches, warm-up discarded.
+
+    It watches the last station's output like a port monitor: each
+    completed I/O's latency, the completion rate of each batch, and the
+    stations' busy time from the end of the warm-up (the first batch).  It
+    ends the run once the batch means pin the rate (``Settings.rel_ci``).
+    """
+
+    def __init__(self, env: simpy.Environment, elements: list[Server | Delay], batch: int, cfg: Settings):
+        self.env, self.elements, self.batch, self.cfg = env, elements, batch, cfg
+        self.latencies: list[float] = []
+        self.batch_rates: list[float] = []
+        self.done = 0
+        self.batch_start = 0.0
+        self.measure_from = 0.0
+        self.busy_at_measure: list[float] | None = None
+        self.stop = env.event()
+
+    def complete(self, io: _Io) -> None:
+        """An I/O left the last station: count it, and send it round again (fio's closed loop)."""
+        now = self.env.now
+        self.latencies.append(now - io.start)
+        self.done += 1
+        if self.done % self.batch == 0:
+            self._end_batch(now)
         io.start = now
-        elements[0].put(io)
+        self.elements[0].put(io)
 
-    elements[-1].out = complete
+    def _end_batch(self, now: float) -> None:
+        rate = self.batch / (now - self.batch_start)
+        self.batch_start = now
+        if self.busy_at_measure is None:  # end of warm-up: discard it
+            self.busy_at_measure = [e.busy_time for e in self.elements]
+            self.measure_from = now
+            self.latencies.clear()
+            return
+        self.batch_rates.append(rate)
+        if _tight(self.batch_rates, self.cfg) and not self.stop.triggered:
+            self.stop.succeed()
+
+    def result(self, net: Network) -> SimResult:
+        elapsed = self.env.now - self.measure_from
+        mean_rate = float(np.array(self.batch_rates).mean())
+        half = _half_width(self.batch_rates)
+        utilisation, cpu = self._busy(net, elapsed)
+        lat = np.array(self.latencies)
+        per_io = 1e6 / net.split
+        return SimResult(
+            iops=mean_rate * per_io,
+            iops_ci95=((mean_rate - half) * per_io, (mean_rate + half) * per_io),
+            lat_mean_us=float(lat.mean()),
+            lat_p99_us=float(np.percentile(lat, 99)),
+            utilisation=utilisation,
+            cpu_pct=cpu,
+            bottleneck=max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency",
+            completed=self.done,
+        )
+
+    def _busy(self, net: Network, elapsed: float) -> tuple[dict[str, float], dict[str, float]]:
+        """Each queue's utilisation, and each side's CPU %, over the measured part of the run."""
+        busy0 = self.busy_at_measure or [0.0] * len(self.elements)
+        utilisation = {}
+        cpu = {"initiator": 0.0, "target": 0.0}
+        for station, element, before in zip(net.stations, self.elements, busy0, strict=True):
+            if station.kind != "queue":
+                continue
+            busy = (element.busy_time - before) / elapsed
+            utilisation[station.name] = busy / station.servers
+            if station.side:
+                cores = net.initiator_cores if station.side == "initiator" else net.target_cores
+                cpu[station.side] += 100 * busy / cores
+        return utilisation, cpu
+
+
+def simulate(net: Network, settings: Settings | None = None) -> SimResult:
+    """Run ``net`` as fio's closed loop until the batch means pin the rate."""
+    cfg = settings or Settings()
+    env = simpy.Environment()
+    elements = _elements(env, net, cfg)
+    outstanding = net.point.outstanding * net.split
+    monitor = BatchMeans(env, elements, cfg.batch_size or max(200, 4 * outstanding), cfg)
+    elements[-1].out = monitor.complete
     for _ in range(outstanding):
         elements[0].put(_Io())
-    env.run(until=stop)
-
-    elapsed = env.now - state.measure_from
-    rates = np.array(batch_rates)
-    mean_rate = float(rates.mean())
-    half = _half_width(batch_rates)
-    busy0 = state.busy_at_measure or [0.0] * len(elements)
-    utilisation = {}
-    cpu = {"initiator": 0.0, "target": 0.0}
-    for station, element, before in zip(net.stations, elements, busy0, strict=True):
-        if station.kind != "queue":
-            continue
-        busy = (element.busy_time - before) / elapsed
-        utilisation[station.name] = busy / station.servers
-        if station.side:
-            cores = net.initiator_cores if station.side == "initiator" else net.target_cores
-            cpu[station.side] += 100 * busy / cores
-    lat = np.array(latencies)
-    per_io = 1e6 / net.split
-    return SimResult(
-        iops=mean_rate * per_io,
-        iops_ci95=((mean_rate - half) * per_io, (mean_rate + half) * per_io),
-        lat_mean_us=float(lat.mean()),
-        lat_p99_us=float(np.percentile(lat, 99)),
-        utilisation=utilisation,
-        cpu_pct=cpu,
-        bottleneck=max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency",
-        completed=state.done,
-    )
+    env.run(until=monitor.stop)
+    return monitor.result(net)
 
 
 def _tight(rates: list[float], cfg: Settings) -> bool:

@@ -46,6 +46,9 @@ Backend = Literal["null", "ramdisk", "nvme"]
 ReadWrite = Literal["read", "write", "randread", "randwrite"]
 Role = Literal["initiator", "target"]
 
+# The hardware profile a projection uses when it names none (models/profiles).
+DEFAULT_PROFILE = "modern-100g"
+
 # Practical ceilings: a matrix axis of more than 32 values, or more than 16
 # VMs on a 2-core machine, is a typo or a sweep (sanlab sweep), not a lab.
 MAX_AXIS = 32
@@ -262,7 +265,7 @@ class Projection(Strict):
     the scenario's targets (transport).
     """
 
-    profile: ProfileRef = "modern-100g"
+    profile: ProfileRef = DEFAULT_PROFILE
     label: Annotated[str, Field(max_length=80, pattern=_TEXT_LINE)] | None = None
     transport: Transport | None = None
     fabric: Fabric | None = None

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.models.calibrate import evaluate, fit, holdouts, load_raw, mape, table_for
+from sanlab.models.calibrate import evaluate, fit, holdouts, load_raw, table_for
+from sanlab.models.metrics import mape
 from sanlab.models.profile import load_profile
 from support import REPO
 

@@ -110,7 +110,7 @@ def test_projection_lab_checker_fails_before_the_solution_and_passes_after(tmp_p
     for command in solution("project-100g"):
         ran = bash(command, tmp_path)
         assert ran.returncode == 0, (command, ran.stdout, ran.stderr)
-    wrong = (tmp_path / "project-100g.answers.yaml").read_text().replace("pcie", "link-in")
+    wrong = (tmp_path / "project-100g.answers.yaml").read_text().replace("target-port-tx", "link-in")
     (tmp_path / "project-100g.answers.yaml").write_text(wrong)
     assert check("project-100g", tmp_path).returncode == 1  # one wrong answer is caught
 

@@ -95,7 +95,28 @@ def test_every_profile_loads_and_has_a_nic_for_its_fabrics():
         assert isinstance(profile, Profile)
         for nic in profile.nics:
             for fabric in nic.fabrics:
-                assert profile.nic_for(fabric, nic.link_gbps[0]) is not None
+                for gbps in nic.link_gbps:
+                    chosen = profile.nic_for(fabric, gbps)
+                    assert fabric in chosen.fabrics and max(chosen.link_gbps) >= gbps, (name, fabric, gbps)
+
+
+def test_the_nic_comes_from_the_profile_not_from_the_link_speed():
+    """25 GbE Ethernet on the default machine is its ConnectX-5, not the Chelsio TOE that
+    lists 25 G: Linux's NVMe/TCP and open-iscsi do not use TCP offload."""
+    profile = load_profile("modern-100g")
+    assert profile.nic_for("eth", 25).name == "connectx-5"
+    assert profile.nic_for("eth", 100).name == "connectx-5"
+    assert profile.nic_for("iwarp", 25).name == "chelsio-t6"
+    assert load_profile("zeta-2016").nic_for("eth", 10).name == "intel-x710"  # the exact speed wins
+    assert load_profile("chelsio-t6-100g").nic_for("eth", 25).toe  # the profile's only Ethernet NIC
+
+
+def test_a_link_faster_than_every_nic_is_an_error_naming_them():
+    with pytest.raises(ScenarioError) as caught:
+        build(Point("nvme-tcp", "eth", 200, "randread", 4096, 1, 1))
+    message = str(caught.value)
+    assert "no NIC of this profile carries eth at 200 Gb/s" in message
+    assert "connectx-5 (up to 100 Gb/s)" in message and "chelsio-t6 (up to 100 Gb/s)" in message
 
 
 def test_default_profile_projects_every_transport_and_fabric():
@@ -133,3 +154,19 @@ def test_incast_of_small_blocks_is_not_held_by_one_initiator():
     one = project_point(Point("nvme-tcp", "eth", 100, "randread", 4096, 32, 1, initiators=1))
     four = project_point(Point("nvme-tcp", "eth", 100, "randread", 4096, 32, 1, initiators=4))
     assert four.iops > 1.5 * one.iops
+
+
+def test_digests_cost_crc32c_cpu_per_byte_on_both_sides():
+    """A data digest runs every data byte through CRC32C on the sender and the receiver."""
+    plain = Point("nvme-tcp", "eth", 100, "randread", 1 << 20, 4, 1)
+    digested = replace(plain, header_digest=True, data_digest=True)
+    profile = load_profile(plain.profile)
+    before = {s.name: s.demand_us for s in build(plain).stations}
+    after = {s.name: s.demand_us for s in build(digested).stations}
+    split = build(plain).split  # a 1 MiB read travels as 128 KiB requests
+    per_request = (1 << 20) // split
+    for side, host in (("initiator-cpu", profile.initiator), ("target-cpu", profile.target)):
+        added = after[side] - before[side]
+        data_only = per_request * host.crc32c_cycles_per_byte / 1000 / host.ghz
+        assert data_only < added < data_only * 1.01, side  # headers add a few bytes more
+    assert project_point(digested).iops < project_point(plain).iops  # one queue's thread does the CRC
