@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from sanlab.targets.dryrun import Reply  # noqa: F401 - what a scripted host answers (a targets Result)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -37,16 +38,3 @@ def require_path(path: Path, what: str) -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and {message}")
     pytest.skip(message)
-
-
-@dataclass
-class Reply:
-    """What a scripted host answers to one command (the targets layer's Result)."""
-
-    rc: int = 0
-    stdout: str = ""
-    stderr: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.rc == 0
