@@ -150,14 +150,17 @@ def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: boo
     if as_json:
         click.echo(json.dumps(results_document(records), indent=2))
     else:
+        shared = any(r.initiators for r in records)  # incast: a column says whose record it is
+        who = f"{'initiator':<10} " if shared else ""
         click.echo(
-            f"{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
+            f"{who}{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
             f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6} {'checked':>8}"
         )
         for r in records:
             checked = format_size(r.verified_bytes) if r.verified_bytes else "-"
+            who = f"{r.initiator or '-':<10} " if shared else ""
             click.echo(
-                f"{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
+                f"{who}{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
                 f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
                 f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6} {checked:>8}" + _error_note(r.error, r.note)
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ class AgentClient:
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._next = 1
+        # One request at a time: replies share one stream and one buffer, and
+        # threads that reach the same guest (incast's target) take turns.
+        self._lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -81,6 +85,10 @@ class AgentClient:
 
     def request(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send one request and wait for its answer (other answers are dropped)."""
+        with self._lock:
+            return self._request(body, timeout)
+
+    def _request(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         sock = self._connect(deadline)
         ident = self._next
@@ -103,6 +111,8 @@ class AgentClient:
                 chunk = sock.recv(1 << 20)
             except TimeoutError:
                 continue
+            except OSError:  # reset: the VM died or is stopping
+                chunk = b""
             if not chunk:
                 self.close()
                 raise AgentError(f"{self.host}: the agent connection closed (did the VM stop?)")

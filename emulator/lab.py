@@ -21,20 +21,23 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sanlab.emulator import accel as accelerator
-from sanlab.emulator import guest_ssh
+from sanlab.emulator import fabric, guest_ssh
 from sanlab.emulator import links as cables
+from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
 from sanlab.emulator.images import Image, require_image
 from sanlab.emulator.links import Interface, configure
 from sanlab.emulator.qemu import MGMT_ADDRESS, MGMT_MAC, NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.schema import Link, Scenario
 from sanlab.scenarios.semantics import link_name, rdma_driver
+from sanlab.scenarios.topology import FABRIC_HOST, Port, is_switched, ports
 
 Say = Callable[[str], None]
 BOOT_TIMEOUT = 180.0
@@ -101,6 +104,7 @@ class Plan:
     interfaces: dict[str, list[Interface]]
     addresses: dict[tuple[str, str], str]
     endpoints: dict[tuple[str, str], Endpoint]
+    fabric: dict[str, Any] | None = None  # what the fabric VM builds, when there are switches
 
 
 def plan(
@@ -113,9 +117,11 @@ def plan(
 ) -> Plan:
     """VM specs and interfaces for every host; addresses are IPv4 link-local.
 
-    Link i is 169.254.(10+i).0/24 and the n-th endpoint is .n+1: a
+    Cable i is 169.254.(10+i).0/24 and its n-th endpoint is .n+1: a
     point-to-point cable needs no routing, and these addresses never leave
-    the QEMU processes.
+    the QEMU processes.  Host ports on switched segment k share
+    169.254.(100+k).0/24, numbered in the order their links are declared.
+    A cable is captured at its first end, a switch's cable at the switch port.
     """
     specs = {
         h.name: VmSpec(
@@ -125,38 +131,72 @@ def plan(
     }
     interfaces: dict[str, list[Interface]] = {h.name: [] for h in scenario.hosts}
     addresses: dict[tuple[str, str], str] = {}
+    switched = {port.link: port for port in ports(scenario)}
+    on_segment: dict[int, int] = {}
+    nic = partial(NicSpec, snaplen=snaplen)
     for i, link in enumerate(scenario.links):
         name = link_name(link, i)
-        for n, host in enumerate(link.endpoints):
-            peer = link.endpoints[1 - n]
-            capture = capture_dir / f"{name}.pcap" if capture_dir and n == 0 else None
-            specs[host].nics.append(
-                NicSpec(
-                    link=name,
-                    mac=_mac(lab, name, host),
-                    local_socket=run_dir / f"{name}.{host}.sock",
-                    peer_socket=run_dir / f"{name}.{peer}.sock",
-                    capture=capture,
-                    snaplen=snaplen,
-                )
+        for end in _ends(scenario, i, name, link, switched, on_segment, capture_dir):
+            spec = specs.setdefault(end.host, VmSpec(end.host, FABRIC_CPUS, FABRIC_MEMORY_MIB))
+            mac = _mac(lab, name, end.host)
+            sockets = (run_dir / f"{name}.{end.host}.sock", run_dir / f"{name}.{end.peer}.sock")
+            spec.nics.append(
+                nic(link=name, mac=mac, local_socket=sockets[0], peer_socket=sockets[1], capture=end.capture)
             )
-            address = f"169.254.{10 + i}.{n + 1}"
-            addresses[(name, host)] = address
-            interfaces[host].append(
-                Interface(
-                    link=name,
-                    mac=_mac(lab, name, host),
-                    address=address,
-                    prefix=24,
-                    mtu=link.mtu,
-                    rate_bps=link.rate,
-                    delay_s=link.delay,
-                    loss_pct=link.loss,
-                    rdma_driver=rdma_driver(link),
-                )
-            )
+            if end.address is not None:
+                addresses[(name, end.host)] = end.address
+                interfaces[end.host].append(_interface(link, name, mac, end.address))
     _check_socket_paths(specs)
-    return Plan(specs, interfaces, addresses, emulated(scenario, addresses))
+    port_macs = {name: _mac(lab, name, FABRIC_HOST) for name in switched}
+    spec_doc = fabric.document(scenario, port_macs) if scenario.switches else None
+    return Plan(specs, interfaces, addresses, emulated(scenario, addresses), spec_doc)
+
+
+@dataclass(frozen=True)
+class _End:
+    """One NIC of a link: whose it is, whose is at the other end, its address, its capture."""
+
+    host: str
+    peer: str
+    address: str | None  # None for a switch port: it has no address
+    capture: Path | None
+
+
+def _ends(
+    scenario: Scenario,
+    index: int,
+    name: str,
+    link: Link,
+    switched: dict[str, Port],
+    on_segment: dict[int, int],
+    capture_dir: Path | None,
+) -> list[_End]:
+    """The NICs a link needs: two for a cable, host and switch port for a port, none for a trunk."""
+    capture = capture_dir / f"{name}.pcap" if capture_dir else None
+    port = switched.get(name)
+    if port is not None:
+        n = on_segment[port.segment] = on_segment.get(port.segment, 0) + 1
+        address = f"169.254.{SEGMENT_BASE + port.segment}.{n}"
+        return [_End(port.host, FABRIC_HOST, address, None), _End(FABRIC_HOST, port.host, None, capture)]
+    if is_switched(scenario, link):
+        return []  # between two switches: a Mininet link inside the fabric VM
+    a, b = link.endpoints
+    return [_End(a, b, f"169.254.{10 + index}.1", capture), _End(b, a, f"169.254.{10 + index}.2", None)]
+
+
+def _interface(link: Link, name: str, mac: str, address: str) -> Interface:
+    return Interface(
+        link=name,
+        mac=mac,
+        address=address,
+        prefix=24,
+        mtu=link.mtu,
+        rate_bps=link.rate,
+        delay_s=link.delay,
+        loss_pct=link.loss,
+        rdma_driver=rdma_driver(link),
+        queue=link.queue,
+    )
 
 
 def _check_socket_paths(specs: dict[str, VmSpec]) -> None:
@@ -195,6 +235,7 @@ class Lab:
         self.plan = plan(scenario, name, run_dir, capture_dir, snaplen, ssh)
         self.vms: dict[str, Vm] = {}
         self.ssh_hosts: dict[str, SshHost] = {}  # with ssh: the same guests, reached over SSH
+        self.bridges: dict[str, list[str]] = {}  # with switches: each bridge's ports, as built
         self.accel = ""
 
     @property
@@ -245,7 +286,9 @@ class Lab:
             say(f"  {vm.name}: sshd on 127.0.0.1:{port}")
 
     def _configure(self, vm: Vm) -> None:
-        for nic in self.plan.interfaces[vm.name]:
+        if vm.name == FABRIC_HOST and self.plan.fabric is not None:
+            self.bridges = fabric.start(vm, self.plan.fabric)
+        for nic in self.plan.interfaces.get(vm.name, []):
             configure(vm, nic)
 
     def _ends(self, link: str) -> list[tuple[Vm, Interface, str]]:

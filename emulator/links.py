@@ -43,6 +43,7 @@ class Interface:
     delay_s: float
     loss_pct: float
     rdma_driver: str | None
+    queue: int | None = None  # packets netem may hold; None: as good as unbounded
 
     @property
     def rdma_device(self) -> str | None:
@@ -81,8 +82,8 @@ def shaping_commands(nic: Interface) -> list[str]:
     """tc commands for delay/loss (netem) and rate (tbf); none when unshaped."""
     commands = []
     parent = "root"
-    if nic.delay_s > 0 or nic.loss_pct > 0:
-        netem = "netem limit 100000"
+    if nic.delay_s > 0 or nic.loss_pct > 0 or nic.queue:
+        netem = f"netem limit {nic.queue or 100000}"
         if nic.delay_s > 0:
             netem += f" delay {nic.delay_s * 1e6:.0f}us"
         if nic.loss_pct > 0:

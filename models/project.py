@@ -20,6 +20,7 @@ from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
 from sanlab.scenarios.semantics import RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS, target_link
+from sanlab.scenarios.topology import initiators_of
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,8 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
             if transport in RDMA_TRANSPORTS and fabric == "eth":
                 fabric = "roce"
             gbps = _link_gbps(projection.profile, fabric, projection)
-            incast = f" x{projection.initiators}" if projection.initiators > 1 else ""  # initiators into one
+            initiators = projection.initiators or _topology_initiators(scenario, transport)
+            incast = f" x{initiators}" if initiators > 1 else ""  # initiators into one
             label = projection.label or f"{transport} {fabric} {gbps:g}G{incast}"
             for workload in scenario.workloads:
                 if workload.transports and transport not in workload.transports:
@@ -93,12 +95,18 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                             backend=projection.backend,
                             sessions=projection.sessions,
                             cores=projection.cores,
-                            initiators=projection.initiators,
+                            initiators=initiators,
                             header_digest=projection.header_digest,
                             data_digest=projection.data_digest,
                         ),
                         label,
                     )
+
+
+def _topology_initiators(scenario: Scenario, transport: str) -> int:
+    """How many initiators the scenario's own topology puts on a target of ``transport``."""
+    counts = [len(initiators_of(scenario, t)) for t in scenario.targets if t.transport == transport]
+    return max(counts, default=1) or 1
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,13 @@ class ResultRecord(BaseModel):
     # Seconds from the end of a fault to the first I/O completed after it;
     # None where no fault hit the point.
     recovery_s: float | None = None
+    # Multipath: the longest stall of I/O while a path was down, when the
+    # I/O carried on over another path before it came back (the failover
+    # time); None where no fault hit the point or nothing completed meanwhile.
+    failover_s: float | None = None
+    # Under a fault: how far the completion rate fell while the link was out,
+    # as a percentage of the rate before it (100: no I/O completed meanwhile).
+    throughput_dip_pct: float | None = None
     # Bytes fio read back and checked against their crc32c headers; a
     # ``pass`` means every byte the job covered was among them.
     verified_bytes: int | None = None
@@ -65,8 +72,9 @@ class ResultRecord(BaseModel):
     bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
     seed: int | None = None
-    # Projections of incast: how many initiators share the target's port
-    # (IOPS and bandwidth are their sum; CPU % the average initiator's).
+    # Incast: how many initiators share the target's port.  Set on the
+    # aggregate of an emulated point (IOPS and bandwidth are the sum of the
+    # initiators' records beside it, CPU % the average) and on projections.
     initiators: int | None = None
     # On real machines: what each host was (CPU, kernel, NIC, firmware, PCIe), by role.
     hardware: dict[str, Any] | None = None
@@ -75,6 +83,53 @@ class ResultRecord(BaseModel):
     # What went wrong on the way but was recovered from (a stalled link that
     # was restarted and the target run again): a passing cell can carry one.
     note: str | None = None
+
+
+def _sum(values: list[float | None]) -> float | None:
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def aggregate(records: list[ResultRecord]) -> ResultRecord:
+    """Several initiators' records of one point, as one: what the shared target served.
+
+    IOPS, bandwidth, bytes and errors add up; mean latency is weighted by
+    each initiator's IOPS; p99 is the worst initiator's (a bound, since
+    percentiles do not add); CPU % is the average.  It passes only if every
+    initiator's run passed, and it fails if any failed.
+    """
+    first = records[0]
+    iops = _sum([r.iops for r in records])
+    weighted = _sum([(r.iops or 0) * r.lat_mean_us if r.lat_mean_us is not None else None for r in records])
+    verdicts = {r.verify for r in records}
+    errors = [f"{r.initiator}: {r.error}" for r in records if r.error]
+
+    def mean(values: list[float | None]) -> float | None:
+        total = _sum(values)
+        return None if total is None else round(total / len(values), 1)
+
+    return first.model_copy(
+        update={
+            "initiator": "+".join(r.initiator or "?" for r in records),
+            "initiators": len(records),
+            "iops": round(iops, 1) if iops is not None else None,
+            "bw_mibps": _sum([r.bw_mibps for r in records]),
+            "lat_mean_us": round(weighted / iops, 1) if weighted is not None and iops else None,
+            "lat_p99_us": max((r.lat_p99_us for r in records if r.lat_p99_us is not None), default=None),
+            "cpu_initiator_pct": mean([r.cpu_initiator_pct for r in records]),
+            "cpu_target_pct": mean([r.cpu_target_pct for r in records]),
+            "verify": "fail" if "fail" in verdicts else "pass" if verdicts == {"pass"} else "off",
+            "verified_bytes": _sum([r.verified_bytes for r in records]),
+            "io_errors": _sum([r.io_errors for r in records]),
+            "verify_errors": _sum([r.verify_errors for r in records]),
+            "recovery_s": max((r.recovery_s for r in records if r.recovery_s is not None), default=None),
+            "failover_s": max((r.failover_s for r in records if r.failover_s is not None), default=None),
+            "throughput_dip_pct": max(
+                (r.throughput_dip_pct for r in records if r.throughput_dip_pct is not None), default=None
+            ),
+            "error": "\n".join(errors) or None,
+            "note": None,
+        }
+    )
 
 
 def results_document(records: list[ResultRecord], run: dict[str, object] | None = None) -> dict[str, object]:

@@ -53,6 +53,7 @@ DEFAULT_PROFILE = "modern-100g"
 # VMs on a 2-core machine, is a typo or a sweep (sanlab sweep), not a lab.
 MAX_AXIS = 32
 MAX_HOSTS = 16
+MAX_SWITCHES = 16
 MAX_IODEPTH = 1024
 MAX_NUMJOBS = 64
 
@@ -167,8 +168,24 @@ class Host(Strict):
     ssh_options: Annotated[list[SshOption], Field(max_length=16)] = []  # each passed as ssh -o
 
 
+class Switch(Strict):
+    """An Ethernet switch of an emulated fabric; links join hosts to it and switches to each other.
+
+    Switches are built by Mininet in a fabric VM of their own: each is a
+    Linux bridge whose ports are the host VMs' cables.  Hosts on switches
+    that reach each other share one layer-2 segment (one IPv4 subnet).
+    """
+
+    name: HostName
+    # Spanning tree, for fabrics with loops (two spines); off, a loop floods.
+    stp: bool = False
+
+
 class Link(Strict):
     """A point-to-point link; with RDMA it carries a soft-RDMA device too.
+
+    An end may name a switch instead of a host: the link is then a cable
+    into that switch's port (or, between two switches, a Mininet link).
 
     Between real machines a link is the cable that is already there:
     ``interfaces`` names the NIC at each end (its address is read from it)
@@ -184,6 +201,9 @@ class Link(Strict):
     delay: Delay = 0.0
     loss: Percent = 0.0
     mtu: int = Field(1500, ge=576, le=9000)
+    # Packets each end may hold queued (netem's limit, Mininet's
+    # max_queue_size); unset, the kernel's default queues.
+    queue: int | None = Field(None, ge=1, le=1_000_000)
     interfaces: dict[HostName, InterfaceName] | None = None
     rdma_devices: dict[HostName, InterfaceName] | None = None
 
@@ -204,6 +224,10 @@ class Target(Strict):
     stack: Stack
     transport: Transport
     link: HostName | None = None
+    # Native NVMe multipath: the links (cables between the target's host and
+    # one initiator) the subsystem is exported and connected on, one path
+    # each.  The first is the target's link.
+    paths: Annotated[list[HostName], Field(min_length=2, max_length=4)] | None = None
     backstore: Annotated[Backstore, BeforeValidator(_yaml_null_is_null_device)] = "ramdisk"
     size: LunSize = 64 << 20
     luns: int = Field(1, ge=1, le=16)
@@ -247,15 +271,19 @@ class Fault(Strict):
 
     ``at`` counts from the start of the point's fio run.  ``down`` takes both
     ends of ``link`` down for ``for`` seconds and brings them up again, as a
-    pulled and replugged cable would.
+    pulled and replugged cable would.  ``loss`` and ``delay`` are bursts:
+    for ``for`` seconds both ends drop that share of their frames, or hold
+    each one that long, and then carry on as before.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     at: FaultAt
     link: HostName
-    action: Literal["down"] = "down"
+    action: Literal["down", "loss", "delay"] = "down"
     length: FaultLength = Field(2.0, alias="for")
+    loss: Percent | None = None  # with action loss: the share of frames dropped
+    delay: Delay | None = None  # with action delay: how long each frame is held, one way
 
 
 class Projection(Strict):
@@ -276,8 +304,9 @@ class Projection(Strict):
     sessions: int | None = Field(None, ge=1, le=256)
     cores: int | None = Field(None, ge=1, le=512)  # per host, in place of the profile's
     # Initiators like the profile's, each with this workload, sharing the
-    # target's one port through a switch (incast); 1 is a cable.
-    initiators: int = Field(1, ge=1, le=64)
+    # target's one port through a switch (incast); 1 is a cable.  Unset, as
+    # many as reach the scenario's target of this transport (one without hosts).
+    initiators: int | None = Field(None, ge=1, le=64)
     header_digest: bool = False
     data_digest: bool = False
 
@@ -288,6 +317,7 @@ class Scenario(Strict):
     name: Label | None = None
     description: Annotated[str, Field(max_length=2000)] = ""
     hosts: Annotated[list[Host], Field(max_length=MAX_HOSTS)] = []
+    switches: Annotated[list[Switch], Field(max_length=MAX_SWITCHES)] = []
     links: Annotated[list[Link], Field(max_length=64)] = []
     targets: Annotated[list[Target], Field(max_length=64)] = []
     workloads: Annotated[list[Workload], Field(max_length=32)] = []

@@ -12,6 +12,17 @@ from collections.abc import Iterator
 
 from sanlab.scenarios.schema import Fault, Link, Scenario, Target
 from sanlab.scenarios.sizes import format_size
+from sanlab.scenarios.topology import (
+    FABRIC_HOST,
+    initiators_of,
+    is_switched,
+    link_name,
+    segments,
+    switch_names,
+    target_link,
+)
+
+__all__ = ["link_name", "target_link", "check_scenario", "rdma_driver"]
 
 RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
 TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
@@ -31,25 +42,11 @@ DIGEST_TRANSPORTS = ("iscsi", "nvme-tcp")
 CHAP_TRANSPORTS = ("iscsi", "iser")
 
 
-def link_name(link: Link, index: int) -> str:
-    """A link's name, or ``link<index>`` when the file gives none."""
-    return link.name or f"link{index}"
-
-
 def rdma_driver(link: Link) -> str | None:
     """The soft-RDMA driver a link uses: explicit, or implied by its fabric."""
     if link.fabric == "eth":
         return None
     return link.rdma_driver or DRIVER_FOR_FABRIC[link.fabric]
-
-
-def target_link(scenario: Scenario, target: Target) -> tuple[int, Link] | None:
-    """The link a target serves on: the named one, or its host's only link."""
-    links = list(enumerate(scenario.links))
-    if target.link is not None:
-        return next(((i, lk) for i, lk in links if link_name(lk, i) == target.link), None)
-    touching = [(i, lk) for i, lk in links if target.host in lk.endpoints]
-    return touching[0] if len(touching) == 1 else None
 
 
 def _names(items: list[str]) -> str:
@@ -68,6 +65,9 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + list(_machines(scenario))
         + list(_devices(scenario))
         + list(_faults(scenario))
+        + list(_switches(scenario))
+        + list(_multipath(scenario))
+        + list(_incast(scenario, links_ok=not link_problems))
     )
 
 
@@ -136,12 +136,36 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
     for i, fault in enumerate(scenario.faults):
         if fault.link not in names:
             yield f"faults[{i}].link", f"{fault.link!r} is not a link (links: {_names(names)})"
+        elif is_switched(scenario, scenario.links[names.index(fault.link)]):
+            yield (
+                f"faults[{i}].link",
+                f"{fault.link!r} ends at a switch; faults are pulled on host-to-host cables only so far",
+            )
+        else:
+            yield from _burst(i, fault, scenario.links[names.index(fault.link)])
         if real_machines(scenario):
             yield (
                 f"faults[{i}]",
                 "faults are injected on emulated links only: taking a real machine's NIC down could cut "
                 "sanlab's own SSH connection",
             )
+
+
+def _burst(i: int, fault: Fault, link: Link) -> Iterator[tuple[str, str]]:
+    """A burst says how much, the other actions do not; bursts go on unshaped cables."""
+    for action in ("loss", "delay"):
+        given = getattr(fault, action) is not None
+        if fault.action == action and not given:
+            yield f"faults[{i}].{action}", f"action {action} needs {action}: how much (e.g. 5% or 20ms)"
+        if fault.action != action and given:
+            yield f"faults[{i}].{action}", f"goes with action {action}, not {fault.action}"
+    shaped = link.rate or link.delay or link.loss or link.queue
+    if fault.action != "down" and shaped:
+        yield (
+            f"faults[{i}].action",
+            f"a {fault.action} burst replaces a link's own shaping; {fault.link!r} is shaped "
+            "(rate, delay, loss or queue), so bursts go on unshaped links only",
+        )
 
 
 def faults_on(scenario: Scenario, link: str) -> list[Fault]:
@@ -180,6 +204,7 @@ def _hosts(scenario: Scenario) -> Iterator[tuple[str, str]]:
 
 def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
     hosts = [h.name for h in scenario.hosts]
+    ends = hosts + switch_names(scenario)
     seen: set[str] = set()
     for i, link in enumerate(scenario.links):
         name = link_name(link, i)
@@ -187,13 +212,14 @@ def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
             yield f"links[{i}].name", f"{name!r} is declared twice (link names are unique)"
         seen.add(name)
         for j, end in enumerate(link.endpoints):
-            if end not in hosts:
+            if end not in ends:
+                switches = f"; switches: {_names(switch_names(scenario))}" if scenario.switches else ""
                 yield (
                     f"links[{i}].endpoints[{j}]",
-                    f"{end!r} is not a host (hosts: {_names(hosts)})",
+                    f"{end!r} is not a host (hosts: {_names(hosts)}{switches})",
                 )
         if link.endpoints[0] == link.endpoints[1]:
-            yield f"links[{i}].endpoints", "a link joins two different hosts"
+            yield f"links[{i}].endpoints", "a link joins two different hosts or switches"
         if link.fabric == "eth" and link.rdma_driver is not None:
             yield (
                 f"links[{i}].rdma_driver",
@@ -239,6 +265,8 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
         if target.link is not None and target.link not in link_names:
             yield f"{where}.link", f"{target.link!r} is not a link (links: {_names(link_names)})"
             continue
+        if target.paths and not set(target.paths) <= set(link_names):
+            continue  # said by _multipath
         found = target_link(scenario, target)
         if found is None:
             if target.host in roles and links_ok:
@@ -370,3 +398,116 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
                     f"{transport!r} is used by no target or projection here "
                     f"(used: {', '.join(sorted(str(p) for p in possible))})",
                 )
+
+
+def _switches(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """Switch names are their own, every switch is cabled, and a segment is one kind of fabric."""
+    if not scenario.switches:
+        return
+    hosts = {h.name for h in scenario.hosts}
+    seen: set[str] = set()
+    for i, switch in enumerate(scenario.switches):
+        where = f"switches[{i}].name"
+        if switch.name in seen or switch.name in hosts:
+            yield where, f"{switch.name!r} is declared twice (host and switch names are unique)"
+        if switch.name == FABRIC_HOST:
+            yield where, f"{FABRIC_HOST!r} is the name of the VM that runs the switches; choose another"
+        seen.add(switch.name)
+        if not any(switch.name in lk.endpoints for lk in scenario.links):
+            yield where, f"{switch.name!r} has no links: cable a host to it, or remove it"
+    if FABRIC_HOST in hosts:
+        yield "hosts", f"a host named {FABRIC_HOST!r} clashes with the VM that runs the switches"
+    if real_machines(scenario):
+        yield (
+            "switches",
+            "switches are emulated (Mininet in a fabric VM); between real machines the switch is "
+            "already there: join the hosts by a link naming their interfaces",
+        )
+    yield from _segment_consistency(scenario)
+
+
+def _segment_consistency(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """One segment, one fabric: RoCE over a bridge needs rxe at every port, and one MTU."""
+    segment = segments(scenario)
+    first: dict[int, tuple[int, Link]] = {}
+    for i, link in enumerate(scenario.links):
+        switch = next((end for end in link.endpoints if end in segment), None)
+        if switch is None:
+            continue
+        k = segment[switch]
+        j, model = first.setdefault(k, (i, link))
+        for field, mine, theirs in (
+            ("fabric", link.fabric, model.fabric),
+            ("rdma_driver", rdma_driver(link), rdma_driver(model)),
+            ("mtu", link.mtu, model.mtu),
+        ):
+            if mine != theirs:
+                yield (
+                    f"links[{i}].{field}",
+                    f"{mine!r} differs from links[{j}] ({theirs!r}) on the same switched segment "
+                    "(every port of a segment carries one fabric at one MTU)",
+                )
+
+
+def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
+    """Every target has an initiator; several share one only where sanlab can keep them apart."""
+    if not links_ok:
+        return
+    for i, target in enumerate(scenario.targets):
+        found = target_link(scenario, target)
+        if found is None or not is_switched(scenario, found[1]):
+            continue
+        initiators = initiators_of(scenario, target)
+        if not initiators:
+            yield (
+                f"targets[{i}].host",
+                f"no initiator host reaches {target.host!r} through link {link_name(found[1], found[0])!r}'s "
+                "switch: cable an initiator to the same switches",
+            )
+        elif len(initiators) > 1 and target.stack != "nvmet":
+            yield (
+                f"targets[{i}].stack",
+                f"{len(initiators)} initiators share this target; so far only nvmet serves several "
+                "initiators at once (iSCSI initiators here share one IQN)",
+            )
+        for j, workload in enumerate(scenario.workloads):
+            applies = not workload.transports or target.transport in workload.transports
+            share = (workload.verify_size or 0) * max(workload.numjobs) * len(initiators)
+            if applies and share > target.size:
+                yield (
+                    f"workloads[{j}].verify_size",
+                    f"{len(initiators)} initiators x {max(workload.numjobs)} job(s) of "
+                    f"{format_size(workload.verify_size or 0)} do not fit in targets[{i}]'s size "
+                    f"({format_size(target.size)})",
+                )
+
+
+def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """Paths are cables from the target's host to one initiator, served by nvmet."""
+    links = {link_name(lk, i): lk for i, lk in enumerate(scenario.links)}
+    for i, target in enumerate(scenario.targets):
+        if not target.paths:
+            continue
+        where = f"targets[{i}].paths"
+        if target.stack != "nvmet":
+            yield (
+                f"targets[{i}].stack",
+                "multipath is native NVMe multipath, served by nvmet (dm-multipath for iSCSI, "
+                "iSER and SRP is not built yet)",
+            )
+        if target.link is not None:
+            yield f"targets[{i}].link", "give either link or paths (the first path is the target's link)"
+        if len(set(target.paths)) != len(target.paths):
+            yield where, "names a link twice (each path is its own cable)"
+        peers = set()
+        for j, path in enumerate(target.paths):
+            link = links.get(path)
+            if link is None:
+                yield f"{where}[{j}]", f"{path!r} is not a link (links: {_names(list(links))})"
+            elif target.host not in link.endpoints or is_switched(scenario, link):
+                yield f"{where}[{j}]", f"{path!r} is not a cable from {target.host!r} to an initiator"
+            else:
+                peers.add(next(h for h in link.endpoints if h != target.host))
+        if len(peers) > 1:
+            hosts = ", ".join(sorted(peers))
+            yield where, f"lead to {len(peers)} hosts ({hosts}); all paths join one initiator"

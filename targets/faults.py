@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -53,6 +53,39 @@ class FaultedRun:
     windows: list[Window]
     completions: list[float]  # every I/O's completion time, initiator's clock, epoch seconds
 
+    def failover_s(self) -> float | None:
+        """The longest stall of I/O while the cable was out, when I/O completed again before it
+        came back (over another path); None when nothing completed while it was out.
+
+        Measured from the last completion before the cable went, so it is
+        the time multipath took to move the I/O to the path that was left.
+        """
+        if not self.windows:
+            return None
+        window = self.windows[-1]
+        during = sorted(c for c in self.completions if window.down <= c < window.up)
+        if not during:
+            return None
+        before = [c for c in self.completions if c < window.down]
+        stamps = [max(before, default=window.down), *during]
+        return round(max(b - a for a, b in zip(stamps, stamps[1:], strict=False)), 3)
+
+    def dip_pct(self) -> float | None:
+        """How far throughput fell while the cable was out: 100 x (1 - the completion rate
+        during the outage / the rate before it).  100 means no I/O completed at all; None
+        when there is no rate before the fault to compare with.
+        """
+        if not self.windows or not self.completions:
+            return None
+        window = self.windows[0]
+        first = min(self.completions)
+        before = sum(1 for c in self.completions if c < window.down)
+        if before < 2 or window.down - first <= 0 or window.up <= window.down:
+            return None
+        during = sum(1 for c in self.completions if window.down <= c < window.up)
+        ratio = (during / (window.up - window.down)) / (before / (window.down - first))
+        return round(max(0.0, 100 * (1 - ratio)), 1)
+
     def recovery_s(self) -> float | None:
         """Seconds from the end of the last fault to the first I/O completed after it."""
         if not self.windows:
@@ -63,49 +96,71 @@ class FaultedRun:
 
 
 def flap_script(interface: str, length: float) -> str:
-    """Down, wait, up; the two moments on this host's clock, one per line."""
+    """Down, wait, up; on this host's clock, the moment before it goes down and the moment
+    before it comes up, one per line (so no I/O completed after the cable's return is
+    counted as completed while it was out)."""
     dev = shlex.quote(interface)
     return (
-        f"date +%s.%N; ip link set dev {dev} down; sleep {length:.3f}; ip link set dev {dev} up; date +%s.%N"
+        f"date +%s.%N; ip link set dev {dev} down; sleep {length:.3f}; date +%s.%N; ip link set dev {dev} up"
     )
 
 
-def _flap(end: LinkEnd, length: float) -> Window:
-    """Take one end down for ``length`` seconds and up again; the moments on that host's clock."""
-    result = end.host.run(flap_script(end.interface, length), timeout=length + 60)
+def burst_script(interface: str, fault: Fault) -> str:
+    """A netem qdisc of its own at the root for the burst, then the interface's default again."""
+    dev = shlex.quote(interface)
+    what = f"loss {fault.loss:g}%" if fault.action == "loss" else f"delay {(fault.delay or 0) * 1e6:.0f}us"
+    return (
+        f"tc qdisc add dev {dev} root handle 9: netem limit 100000 {what}; date +%s.%N; "
+        f"sleep {fault.length:.3f}; date +%s.%N; tc qdisc del dev {dev} root handle 9:"
+    )
+
+
+def fault_script(interface: str, fault: Fault) -> str:
+    """What one end of the link runs for ``fault``; it prints the fault's start and end."""
+    return flap_script(interface, fault.length) if fault.action == "down" else burst_script(interface, fault)
+
+
+def _inject(end: LinkEnd, fault: Fault) -> Window:
+    """One end's part of ``fault``; its start and end on that host's clock."""
+    result = end.host.run(fault_script(end.interface, fault), timeout=fault.length + 60)
     stamps = result.stdout.split()
     if not result.ok or len(stamps) != 2:
         raise StackError(
-            f"{end.host.name}: could not take {end.interface} down and up: {result.stderr.strip()}"
+            f"{end.host.name}: could not apply {fault.action} to {end.interface}: {result.stderr.strip()}"
         )
     return Window(float(stamps[0]), float(stamps[1]))
 
 
-def pull(ends: Sequence[LinkEnd], length: float) -> Window:
+def inject(ends: Sequence[LinkEnd], fault: Fault) -> Window:
     """Both ends at once (a real cable drops carrier on both); the first end's clock is kept."""
     with ThreadPoolExecutor(len(ends)) as pool:
-        windows = list(pool.map(lambda end: _flap(end, length), ends))
+        windows = list(pool.map(lambda end: _inject(end, fault), ends))
     return windows[0]
+
+
+def pull(ends: Sequence[LinkEnd], length: float) -> Window:
+    """Take both ends of a cable down for ``length`` seconds and up again."""
+    return inject(ends, Fault.model_validate({"at": 0, "link": "cable", "for": length}))
 
 
 def run_faulted(
     initiator: Host,
     argv: list[str],
     faults: Sequence[Fault],
-    ends: Sequence[LinkEnd],
+    ends: Mapping[str, Sequence[LinkEnd]],
     say: Say,
     timeout: float,
 ) -> FaultedRun:
     """Run fio ``argv`` on ``initiator`` in the background and inject ``faults`` on its timeline.
 
-    ``ends`` are the link's ends, the initiator's first.
+    ``ends`` are each faulted link's ends, the initiator's first.
     """
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
     logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        windows = [_at(start, fault, ends, say) for fault in faults]
+        windows = [_at(start, fault, ends[fault.link], say) for fault in faults]
         _wait(initiator, pid, start + timeout)
         return _collect(initiator, tag, windows)
     finally:
@@ -114,10 +169,18 @@ def run_faulted(
 
 def _at(start: float, fault: Fault, ends: Sequence[LinkEnd], say: Say) -> Window:
     time.sleep(max(0.0, start + fault.at - time.monotonic()))
-    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} {fault.action} for {fault.length:g}s")
-    window = pull(ends, fault.length)
-    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} up")
+    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} {_what(fault)} for {fault.length:g}s")
+    window = inject(ends, fault)
+    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} {'up' if fault.action == 'down' else 'clear'}")
     return window
+
+
+def _what(fault: Fault) -> str:
+    if fault.action == "loss":
+        return f"loses {fault.loss:g}%"
+    if fault.action == "delay":
+        return f"delays {(fault.delay or 0) * 1e3:g}ms"
+    return "down"
 
 
 def _wait(host: Host, pid: int, deadline: float) -> None:

@@ -38,6 +38,9 @@ class FioJob:
     # Under a fault: count failed I/Os and bad blocks and carry on, rather
     # than stop at the first, so the record can say how many there were.
     tolerant: bool = False
+    # Where the first job's region starts: initiators sharing one LUN each
+    # write their own stretch of it, so none overwrites what another verifies.
+    first_offset: int = 0
 
     def _common(self, name: str) -> list[str]:
         return [
@@ -51,7 +54,8 @@ class FioJob:
 
     def _regions(self) -> list[str]:
         """Each job its own region, so no job overwrites blocks another will verify."""
-        return [f"--size={self.verify_size}", f"--offset_increment={self.verify_size}"]
+        start = [f"--offset={self.first_offset}"] if self.first_offset else []
+        return start + [f"--size={self.verify_size}", f"--offset_increment={self.verify_size}"]
 
     def argv(self, name: str = "sanlab") -> list[str]:
         args = self._common(name) + [

@@ -24,12 +24,16 @@ def connect(
     host: Host,
     nqn: str,
     transport: str,
-    address: str,
+    addresses: list[str],
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
 ) -> list[str]:
-    """Connect to ``nqn`` and return its namespaces' block devices.
+    """Connect to ``nqn`` at each address and return its namespaces' block devices.
+
+    Several addresses are several paths to one subsystem: the kernel's
+    native multipath (on in Debian's kernel) joins their controllers under
+    one block device per namespace.
 
     A Connect that times out (the kernel logs "QID n timeout") is tried once
     more; any other failure is a configuration error and is raised at once.  The reason is a race in
@@ -46,17 +50,22 @@ def connect(
         f"echo {CONNECT_TIMEOUT_S} > /sys/module/nvme_core/parameters/admin_timeout\n"
         "[ -s /etc/nvme/hostnqn ] || { mkdir -p /etc/nvme; nvme gen-hostnqn > /etc/nvme/hostnqn; }\n"
     )
-    command = f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}{options}"
+    for address in addresses:
+        command = f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}{options}"
+        _connect_path(host, nqn, trtype, prepare + command, say)
+    return namespaces(host, nqn)
+
+
+def _connect_path(host: Host, nqn: str, trtype: str, script: str, say: Callable[[str], None]) -> None:
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
-            sh(host, prepare + command, f"nvme connect to {nqn} over {trtype}", timeout=120)
-            break
+            sh(host, script, f"nvme connect to {nqn} over {trtype}", timeout=120)
+            return
         except StackError as exc:
             if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
                 raise
             host.run(f"nvme disconnect -n {nqn}", timeout=60)
             say(f"nvme connect to {nqn} failed, trying again: {str(exc).splitlines()[0]}")
-    return namespaces(host, nqn)
 
 
 def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
@@ -82,13 +91,13 @@ def connected(
     host: Host,
     nqn: str,
     transport: str,
-    address: str,
+    addresses: list[str],
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
 ) -> Iterator[list[str]]:
     """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards."""
     try:
-        yield connect(host, nqn, transport, address, header_digest, data_digest, say)
+        yield connect(host, nqn, transport, addresses, header_digest, data_digest, say)
     finally:
         disconnect(host, nqn)

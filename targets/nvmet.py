@@ -26,16 +26,16 @@ CFS = "/sys/kernel/config/nvmet"
 @dataclass(frozen=True)
 class Export:
     nqn: str
-    port_id: int
+    port_ids: tuple[int, ...]  # one port per address (several: multipath)
 
 
-def _free_port_id(host: Host) -> int:
+def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
     used = host.run(f"ls {CFS}/ports 2>/dev/null", timeout=30).stdout.split()
     taken = {int(p) for p in used if p.isdigit()}
-    return next(n for n in range(1, 65536) if n not in taken)
+    return tuple(n for n in range(1, 65536) if n not in taken)[:count]
 
 
-def claim(host: Host, nqn: str, transport: str) -> Export:
+def claim(host: Host, nqn: str, transport: str, ports: int = 1) -> Export:
     """Load the transport and check that ``nqn`` is free; from here on, what is made is ours."""
     trtype = "tcp" if transport == "nvme-tcp" else "rdma"
     subsystem = f"{CFS}/subsystems/{nqn}"
@@ -46,10 +46,11 @@ def claim(host: Host, nqn: str, transport: str) -> Export:
         "what it did not create' >&2; exit 17; fi",
         f"nvmet: claiming {nqn}",
     )
-    return Export(nqn, _free_port_id(host))
+    return Export(nqn, _free_port_ids(host, ports))
 
 
-def create(host: Host, export: Export, transport: str, address: str, backings: list[Backing]) -> None:
+def create(host: Host, export: Export, transport: str, addresses: list[str], backings: list[Backing]) -> None:
+    """The subsystem, its namespaces, and a port on each address that exports it."""
     trtype = "tcp" if transport == "nvme-tcp" else "rdma"
     subsystem = f"{CFS}/subsystems/{export.nqn}"
     lines = [f"mkdir {subsystem}", f"echo 1 > {subsystem}/attr_allow_any_host"]
@@ -59,25 +60,29 @@ def create(host: Host, export: Export, transport: str, address: str, backings: l
         if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
             lines.append(f"echo 1 > {ns}/buffered_io")
         lines.append(f"echo 1 > {ns}/enable")
-    port = f"{CFS}/ports/{export.port_id}"
-    lines += [
-        f"mkdir {port}",
-        f"echo ipv4 > {port}/addr_adrfam",
-        f"echo {trtype} > {port}/addr_trtype",
-        f"echo {address} > {port}/addr_traddr",
-        f"echo {NVME_PORT} > {port}/addr_trsvcid",
-        f"ln -s {subsystem} {port}/subsystems/{export.nqn}",
-    ]
-    sh(host, "\n".join(lines), f"nvmet: exporting {export.nqn} over {trtype} on {address}")
+    for port_id, address in zip(export.port_ids, addresses, strict=True):
+        port = f"{CFS}/ports/{port_id}"
+        lines += [
+            f"mkdir {port}",
+            f"echo ipv4 > {port}/addr_adrfam",
+            f"echo {trtype} > {port}/addr_trtype",
+            f"echo {address} > {port}/addr_traddr",
+            f"echo {NVME_PORT} > {port}/addr_trsvcid",
+            f"ln -s {subsystem} {port}/subsystems/{export.nqn}",
+        ]
+    where = " and ".join(addresses)
+    sh(host, "\n".join(lines), f"nvmet: exporting {export.nqn} over {trtype} on {where}")
 
 
 def remove(host: Host, export: Export) -> None:
-    """Remove the port and subsystem of ``export`` (as far as they were made), nothing else."""
-    port = f"{CFS}/ports/{export.port_id}"
+    """Remove the ports and subsystem of ``export`` (as far as they were made), nothing else."""
     subsystem = f"{CFS}/subsystems/{export.nqn}"
+    ports = "".join(
+        f"rm -f {CFS}/ports/{n}/subsystems/{export.nqn}; rmdir {CFS}/ports/{n} 2>/dev/null;"
+        for n in export.port_ids
+    )
     host.run(
-        f"rm -f {port}/subsystems/{export.nqn}; rmdir {port} 2>/dev/null;"
-        f"for ns in {subsystem}/namespaces/*; do [ -d $ns ] || continue; "
+        ports + f"for ns in {subsystem}/namespaces/*; do [ -d $ns ] || continue; "
         "echo 0 > $ns/enable; rmdir $ns; done;"
         f"rmdir {subsystem} 2>/dev/null; true",
         timeout=60,
@@ -85,11 +90,13 @@ def remove(host: Host, export: Export) -> None:
 
 
 @contextmanager
-def exported(host: Host, nqn: str, transport: str, address: str, backings: list[Backing]) -> Iterator[Export]:
-    """A subsystem and a port of sanlab's own for the ``with`` block; removed however it ends."""
-    export = claim(host, nqn, transport)
+def exported(
+    host: Host, nqn: str, transport: str, addresses: list[str], backings: list[Backing]
+) -> Iterator[Export]:
+    """A subsystem and ports of sanlab's own for the ``with`` block; removed however it ends."""
+    export = claim(host, nqn, transport, len(addresses))
     try:
-        create(host, export, transport, address, backings)
+        create(host, export, transport, addresses, backings)
         yield export
     finally:
         remove(host, export)

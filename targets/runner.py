@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -18,14 +20,15 @@ from typing import Protocol
 
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.records import ResultRecord, aggregate
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
 from sanlab.scenarios.semantics import TCP_TRANSPORTS, faults_on, link_name, rdma_driver, target_link
 from sanlab.scenarios.sizes import format_size
+from sanlab.scenarios.topology import initiators_of, target_paths
 from sanlab.targets import backstores, faults, kernel_stacks
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
-from sanlab.targets.stacks import Wiring, exported
+from sanlab.targets.stacks import Wiring, connect_only, export_only, exported
 
 Say = Callable[[str], None]
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
@@ -54,8 +57,8 @@ def target_name(target: Target, index: int) -> str:
 
 
 def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
-    found = target_link(scenario, target)
-    on_link = tuple(faults_on(scenario, link_name(found[1], found[0]))) if found else ()
+    hits = [f for path in target_paths(scenario, target) for f in faults_on(scenario, path)]
+    on_link = tuple(sorted(hits, key=lambda f: f.at))
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
             continue
@@ -95,18 +98,36 @@ class Placement:
         }
 
 
-def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints) -> Placement:
+def placements(
+    scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints
+) -> list[Placement]:
+    """Where a target runs, once per initiator that reaches it (several behind a switch)."""
     found = target_link(scenario, target)
     if found is None:
         raise SanlabError(f"target on {target.host!r} has no link")
     index, link = found
     lname = link_name(link, index)
-    initiator = next(h for h in link.endpoints if h != target.host)
-    wire = Wiring(hosts[target.host], hosts[initiator], ends[(lname, target.host)], ends[(lname, initiator)])
     rate = link.rate / 1e9 if link.rate else None
+    found_ends = [
+        Wiring(
+            hosts[target.host],
+            hosts[initiator],
+            ends[(lname, target.host)],
+            ends[(via, initiator)],
+            tuple((ends[(path, target.host)], ends[(path, initiator)]) for path in (target.paths or [])[1:]),
+        )
+        for initiator, via in initiators_of(scenario, target)
+    ]
+    if not found_ends:
+        raise SanlabError(f"no initiator reaches target host {target.host!r}")
     if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
-        return Placement(wire, "eth", None, rate, link.mtu)
-    return Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu)
+        return [Placement(wire, "eth", None, rate, link.mtu) for wire in found_ends]
+    return [Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu) for wire in found_ends]
+
+
+def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints) -> Placement:
+    """Where a target runs, for its first (on a cable, its only) initiator."""
+    return placements(scenario, target, hosts, ends)[0]
 
 
 def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> None:
@@ -117,16 +138,18 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
     """
     for i, target in enumerate(scenario.targets):
         name = target_name(target, i)
-        wire = place(scenario, target, hosts, ends).wiring
-        with exported(target, name, wire) as devices:
+        wires = [placed.wiring for placed in placements(scenario, target, hosts, ends)]
+        with export_only(target, name, wires[0]) as made, ExitStack() as connections:
+            devices = [connections.enter_context(connect_only(target, name, w, made))[0] for w in wires]
             for p in points(scenario, target, name):
-                job = replace(fio_job(p, devices[0]), tolerant=bool(p.faults))
-                if job.verify and "read" in p.rw:
-                    wire.initiator_host.run(job.fill_argv())
-                wire.initiator_host.run(job.argv())
-                for fault in p.faults:  # while fio runs, at fault.at seconds from its start
-                    for end in _link_ends(wire):
-                        end.host.run(faults.flap_script(end.interface, fault.length))
+                for share, (wire, device) in enumerate(zip(wires, devices, strict=True)):
+                    job = job_for(p, device, share)
+                    if job.verify and "read" in p.rw:
+                        wire.initiator_host.run(job.fill_argv())
+                    wire.initiator_host.run(job.argv())
+                    for fault in p.faults:  # while fio runs, at fault.at seconds from its start
+                        for end in _link_ends(wire, fault.link):
+                            end.host.run(faults.fault_script(end.interface, fault))
 
 
 def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
@@ -236,9 +259,15 @@ def run(
     total = sum(len(cells) for _, _, cells in todo)
     done = 0
     for target, name, cells in todo:
-        placement = place(scenario, target, hosts, ends)
+        group = placements(scenario, target, hosts, ends)
         if machines is not None:
-            placement = machines.apply(placement)
+            group = [machines.apply(placed) for placed in group]
+        if len(group) > 1:
+            shared = SharedTarget(target, name, group, raw_dir, say, sink)
+            records.extend(shared.run(cells, done, total))
+            done += len(cells)
+            continue
+        placement = group[0]
         wire, base = placement.wiring, placement.record_base(target)
         run_target = partial(_run_target, target, name, cells, wire, raw_dir, base, say, done, total, sink)
         attempt = run_target()
@@ -268,18 +297,14 @@ def _run_target(
     """Export, run every point, take down; a failure becomes the error of the points it hit."""
     records: list[ResultRecord] = []
     try:
-        say(f"{name}: exporting {target.stack} {target.transport} on {wire.target_address}")
+        where = " and ".join(wire.target_addresses)
+        say(f"{name}: exporting {target.stack} {target.transport} on {where}")
         with exported(target, name, wire, _prefixed(say, name)) as devices:
             for p in cells:
                 rec = run_point(p, devices[0], wire, raw_dir, base, say)
                 records.append(rec)
                 sink.add(rec)
-                outcome = (
-                    f"{rec.iops:.0f} IOPS ({rec.mode}), verify {rec.verify}"
-                    if rec.error is None
-                    else f"FAILED: {rec.error}"
-                )
-                say(f"[{done + len(records)}/{total}] {p.label}: {outcome}")
+                say(f"[{done + len(records)}/{total}] {p.label}: {_outcome(rec)}")
     except SanlabError as exc:
         error = str(exc) + _stuck_tasks(wire.initiator_host, wire.target_host)
         for p in cells[len(records) :]:
@@ -288,6 +313,86 @@ def _run_target(
             sink.add(records[-1])
         say(f"{name}: FAILED: {error}")
     return records
+
+
+@dataclass(frozen=True)
+class SharedTarget:
+    """One target and the initiators behind a switch that all run each point at once (incast).
+
+    The target is exported once and every initiator connects; each point's
+    fio runs on all of them together, each on its own stretch of the LUN,
+    and gives one record per initiator and then their aggregate.
+    """
+
+    target: Target
+    name: str
+    group: list[Placement]
+    raw_dir: Path
+    say: Say
+    sink: Sink
+
+    def run(self, cells: list[Point], done: int, total: int) -> list[ResultRecord]:
+        records: list[ResultRecord] = []
+        wires = [placed.wiring for placed in self.group]
+        who = ", ".join(w.initiator_host.name for w in wires)
+        say = _prefixed(self.say, self.name)
+        finished = 0
+        try:
+            self.say(
+                f"{self.name}: exporting {self.target.stack} {self.target.transport} on "
+                f"{wires[0].target_address} for {len(wires)} initiators ({who})"
+            )
+            with export_only(self.target, self.name, wires[0], say) as made, ExitStack() as connections:
+                devices = [
+                    connections.enter_context(connect_only(self.target, self.name, w, made, say))[0]
+                    for w in wires
+                ]
+                for p in cells:
+                    point = self._point(p, devices)
+                    records += point
+                    finished += 1
+                    each = " + ".join(f"{r.initiator} {r.iops or 0:.0f}" for r in point[:-1])
+                    self.say(f"[{done + finished}/{total}] {p.label}: {_outcome(point[-1])} ({each})")
+        except SanlabError as exc:
+            error = str(exc) + _stuck_tasks(wires[0].target_host, *(w.initiator_host for w in wires))
+            for p in cells[finished:]:
+                verify = "fail" if p.workload.verify != "off" else "off"
+                failed = [
+                    _record(pl.record_base(self.target), p, error=error, verify=verify) for pl in self.group
+                ]
+                for record in [*failed, aggregate(failed)]:
+                    records.append(record)
+                    self.sink.add(record)
+            self.say(f"{self.name}: FAILED: {error}")
+        return records
+
+    def _point(self, p: Point, devices: list[str]) -> list[ResultRecord]:
+        """Every initiator's fio at once; their records, then the aggregate."""
+
+        def one(share: int) -> ResultRecord:
+            placed = self.group[share]
+            base = placed.record_base(self.target)
+            return run_point(p, devices[share], placed.wiring, self.raw_dir, base, self.say, share)
+
+        with ThreadPoolExecutor(len(self.group)) as pool:
+            each = list(pool.map(one, range(len(self.group))))
+        records = [*each, aggregate(each)]
+        for record in records:
+            self.sink.add(record)
+        return records
+
+
+def _outcome(record: ResultRecord) -> str:
+    if record.error is not None:
+        return f"FAILED: {record.error}"
+    told = f"{record.iops:.0f} IOPS ({record.mode}), verify {record.verify}"
+    if record.throughput_dip_pct is not None:
+        told += f", throughput dip {record.throughput_dip_pct:.0f}%"
+    if record.failover_s is not None:
+        told += f", failed over in {record.failover_s:.2f} s"
+    elif record.recovery_s is not None:
+        told += f", I/O back {record.recovery_s:.2f} s after the fault"
+    return told
 
 
 def _stuck_tasks(*hosts: Host) -> str:
@@ -359,6 +464,12 @@ def fio_job(p: Point, device: str) -> FioJob:
     return FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, verify_size(p))
 
 
+def job_for(p: Point, device: str, share: int = 0) -> FioJob:
+    """Point ``p``'s job for the ``share``-th initiator of its target: its own stretch of the LUN."""
+    job = fio_job(p, device)
+    return replace(job, tolerant=bool(p.faults), first_offset=share * p.numjobs * job.verify_size)
+
+
 @dataclass(frozen=True)
 class FioRun:
     """What one fio run printed, and, under faults, how long the I/O took to come back."""
@@ -367,13 +478,16 @@ class FioRun:
     rc: int
     stderr: str
     recovery_s: float | None = None
+    failover_s: float | None = None
+    dip_pct: float | None = None
 
 
-def _link_ends(wire: Wiring) -> list[faults.LinkEnd]:
+def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
     """The cable a fault pulls, the initiator's end first (its clock times the run)."""
+    target_end, initiator_end = wire.ends_of(link)
     return [
-        faults.LinkEnd(wire.initiator_host, wire.initiator_end.interface),
-        faults.LinkEnd(wire.target_host, wire.target_end.interface),
+        faults.LinkEnd(wire.initiator_host, initiator_end.interface),
+        faults.LinkEnd(wire.target_host, target_end.interface),
     ]
 
 
@@ -382,19 +496,31 @@ def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> F
     if not p.faults:
         done = wire.initiator_host.run(job.argv(), timeout=timeout)
         return FioRun(done.stdout, done.rc, done.stderr)
-    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, _link_ends(wire), say, timeout)
-    return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s())
+    ends = {fault.link: _link_ends(wire, fault.link) for fault in p.faults}
+    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, ends, say, timeout)
+    return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s(), run.failover_s(), run.dip_pct())
 
 
 def run_point(
-    p: Point, device: str, wire: Wiring, raw_dir: Path, base: dict[str, object], say: Say = lambda m: None
+    p: Point,
+    device: str,
+    wire: Wiring,
+    raw_dir: Path,
+    base: dict[str, object],
+    say: Say = lambda m: None,
+    share: int | None = None,
 ) -> ResultRecord:
+    """One fio run of point ``p`` and its record.
+
+    ``share`` numbers the initiator when several share the target: its
+    region of the LUN, and its name in the raw fio file's.
+    """
     verify = p.workload.verify != "off"
     if verify_size(p) < p.bs:
         return _record(
             base, p, error=f"{p.target.size} bytes cannot hold {p.numjobs} jobs of {p.bs}-byte blocks"
         )
-    job = replace(fio_job(p, device), tolerant=bool(p.faults))
+    job = job_for(p, device, share or 0)
     initiator, target = wire.initiator_host, wire.target_host
     if verify and "read" in p.rw:
         filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)
@@ -404,7 +530,7 @@ def run_point(
     timeout = VERIFIED_RUN_TIMEOUT if verify else p.workload.runtime + 600
     result = _run_fio(p, job, wire, timeout, say)
     after = _cpu_sample(initiator), _cpu_sample(target)
-    stem = p.label.replace(" ", "_")
+    stem = p.label.replace(" ", "_") + (f"_{initiator.name}" if share is not None else "")
     (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")
     try:
         fio = parse(result.stdout, p.rw)
@@ -432,5 +558,7 @@ def run_point(
         io_errors=fio.io_errors,
         verify_errors=bad_blocks,
         recovery_s=result.recovery_s,
+        failover_s=result.failover_s if p.target.paths else None,  # only another path can take over
+        throughput_dip_pct=result.dip_pct,
         error=problem,
     )

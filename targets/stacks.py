@@ -34,10 +34,27 @@ class Wiring:
     initiator_host: Host
     target_end: Endpoint
     initiator_end: Endpoint
+    # More paths between the same two hosts (native NVMe multipath): the
+    # (target end, initiator end) of each further cable.
+    alternates: tuple[tuple[Endpoint, Endpoint], ...] = ()
 
     @property
     def target_address(self) -> str:
         return self.target_end.address
+
+    @property
+    def target_addresses(self) -> list[str]:
+        """Where the target listens: its link's address, then each further path's."""
+        return [self.target_address] + [target.address for target, _ in self.alternates]
+
+    def ends_of(self, link: str) -> tuple[Endpoint, Endpoint]:
+        """(target end, initiator end) of one of the cables between them."""
+        for target, initiator in ((self.target_end, self.initiator_end), *self.alternates):
+            if target.link == link:
+                return target, initiator
+        raise StackError(
+            f"{link!r} is not a path between {self.target_host.name} and {self.initiator_host.name}"
+        )
 
     @property
     def initiator_address(self) -> str:
@@ -122,7 +139,7 @@ def _chap(target: Target) -> Chap | None:
 def nvmet_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
     backings = _backings(steps, target, name, wiring.target_host)
     steps.enter_context(
-        nvmet.exported(wiring.target_host, nqn(name), target.transport, wiring.target_address, backings)
+        nvmet.exported(wiring.target_host, nqn(name), target.transport, wiring.target_addresses, backings)
     )
     return {"nqn": nqn(name)}
 
@@ -135,7 +152,7 @@ def nvmet_connect(
             wiring.initiator_host,
             nqn(name),
             target.transport,
-            wiring.target_address,
+            wiring.target_addresses,
             target.header_digest,
             target.data_digest,
             say,

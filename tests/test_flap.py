@@ -75,3 +75,26 @@ def test_lab_fault_pulls_a_cable_by_hand(guest_image):
         assert wrong.returncode == 1 and "has no link 'nolink' (links: fabric)" in wrong.stderr
     finally:
         _sanlab("lab", "down", "test-fault")
+
+
+def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, tmp_path):
+    """5 % loss for 3 s, then 20 ms delay for 3 s: both transports carry on, every block verified."""
+    scenario = load_scenario(SCENARIOS / "burst.yaml")
+    heard: list[str] = []
+
+    def say(message: str) -> None:
+        print(message)
+        heard.append(message)
+
+    with running_lab(scenario, "test-burst", print, keep_logs=False) as lab:
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say)
+    assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
+    for record in records:
+        assert record.error is None, record.error
+        assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
+        assert record.io_errors == 0 and record.verify_errors == 0, record
+        assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
+        assert record.failover_s is None  # one path: nothing to fail over to
+    assert sum("link roce loses 5% for 3s" in m for m in heard) == 2
+    assert sum("link roce delays 20ms for 3s" in m for m in heard) == 2
+    assert sum("link roce clear" in m for m in heard) == 4

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
-from sanlab.scenarios.schema import Chap, Host, Link, Projection, Scenario, Target, Workload
+from sanlab.scenarios.schema import Chap, Host, Link, Projection, Scenario, Switch, Target, Workload
 from sanlab.targets.stacks import Wiring, exported
 from support import Reply
 
@@ -57,6 +57,8 @@ REACHES_HOSTS = {
     (Link, "interfaces"),
     (Link, "rdma_devices"),
     (Target, "device"),
+    (Target, "paths"),  # link names: the interfaces a multipath target is reached by
+    (Switch, "name"),  # a bridge in the fabric VM
 }
 STAYS_HOME = {
     (Scenario, "name"),  # printed, and a lab name is derived from the file name instead
@@ -84,7 +86,7 @@ def _holds_str(annotation: object) -> bool:
 def _string_fields() -> set[tuple[type[BaseModel], str]]:
     return {
         (model, name)
-        for model in (Scenario, Host, Link, Target, Chap, Workload, Projection)
+        for model in (Scenario, Host, Link, Target, Chap, Workload, Projection, Switch)
         for name, info in model.model_fields.items()
         if _holds_str(info.annotation)
     }
@@ -138,6 +140,16 @@ def test_a_link_endpoint_with_shell_characters_is_refused(payload):
     data = _set(("links", 0, "endpoints"), ["initiator", payload])  # type: ignore[arg-type]
     with pytest.raises(ScenarioError):
         parse_scenario(data, "inject.yaml")
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_a_switch_or_path_with_shell_characters_is_refused(payload):
+    switched = dict(BASE, switches=[{"name": payload}])
+    with pytest.raises(ScenarioError):
+        parse_scenario(switched, "inject.yaml")
+    target = dict(BASE["targets"][0], paths=["fabric", payload])
+    with pytest.raises(ScenarioError):
+        parse_scenario(dict(BASE, targets=[target]), "inject.yaml")
 
 
 @pytest.mark.parametrize("payload", ["u; reboot", "ab'c d$(id)ef", "a\nb", 'x"y', "p#q", "k=v"])

@@ -57,7 +57,7 @@ class ScriptedHost:
 def test_a_timed_out_connect_is_tried_again():
     host = ScriptedHost([Reply(rc=1, stderr="could not add new controller"), Reply()], TIMED_OUT)
     heard: list[str] = []
-    devices = nvme_host.connect(host, "nqn.x", "nvme-rdma", "169.254.11.2", False, False, heard.append)
+    devices = nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False, heard.append)
     assert devices == ["/dev/nvme0n1"]
     assert sum("nvme connect" in c for c in host.commands) == 2
     assert any(c.startswith("nvme disconnect -n nqn.x") for c in host.commands)
@@ -71,7 +71,7 @@ def test_a_timed_out_connect_is_tried_again():
 def test_a_refused_connect_is_not_retried():
     host = ScriptedHost([Reply(rc=1, stderr="could not add new controller")], REFUSED)
     with pytest.raises(StackError, match="Invalid Data Parameter"):
-        nvme_host.connect(host, "nqn.x", "nvme-rdma", "169.254.11.2", False, False)
+        nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False)
     assert sum("nvme connect" in c for c in host.commands) == 1
 
 
@@ -79,5 +79,5 @@ def test_a_second_timeout_is_reported():
     failed = Reply(rc=1, stderr="could not add new controller")
     host = ScriptedHost([failed, failed], TIMED_OUT)
     with pytest.raises(StackError, match="QID 1 timeout"):
-        nvme_host.connect(host, "nqn.x", "nvme-tcp", "169.254.10.2", False, False)
+        nvme_host.connect(host, "nqn.x", "nvme-tcp", ["169.254.10.2"], False, False)
     assert sum("nvme connect" in c for c in host.commands) == nvme_host.CONNECT_ATTEMPTS

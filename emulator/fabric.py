@@ -1,0 +1,105 @@
+"""The fabric VM: a scenario's switches, built by Mininet between the host VMs' cables.
+
+A scenario with switches gets one more VM, ``fabric``, from the same guest
+image.  Every host-to-switch link is a cable from the host VM into one of
+the fabric VM's NICs; inside, ``mininet_fabric.py`` (copied in and run by
+the guest's python3) makes each switch a Linux bridge with those NICs as
+ports and joins switches by shaped Mininet links.  Why a VM and not Mininet
+on the host: Mininet needs root, network namespaces and netem, and this
+host's kernel has no netem; the guest kernel has all of them, and QEMU's
+datagram cables reach it without any host privilege.
+
+Both ends of a host's cable are shaped: the host's egress by the host
+(``links.configure``), the switch port's egress by Mininet's ``TCIntf``.
+QEMU captures each port at the fabric VM's NIC, so every switch port can
+be captured like a cable.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from sanlab.emulator.agent import Completed
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.schema import Link, Scenario
+from sanlab.scenarios.topology import FABRIC_HOST, link_name, ports, trunks
+
+FABRIC_CPUS = 1
+# The guest's root file system lives in RAM (a 220 MiB initramfs): 512 MiB
+# does not boot it with Mininet's python on top.
+FABRIC_MEMORY_MIB = 1024
+GUEST_DIR = "/run/sanlab-fabric"
+PROGRAM = Path(__file__).with_name("mininet_fabric.py")
+START_TIMEOUT_S = 120.0
+# Host ports on switched segment k are addressed 169.254.(SEGMENT_BASE + k).n/24;
+# cables keep 169.254.(10 + link index).n, below it.
+SEGMENT_BASE = 100
+
+
+class Guest(Protocol):
+    name: str
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
+
+    def spawn(self, command: str, log: str = "/dev/null") -> int: ...
+
+    def put(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
+
+
+def _shaping(link: Link) -> dict[str, Any]:
+    return {
+        "bw_mbit": link.rate / 1e6 if link.rate else None,
+        "delay_us": round(link.delay * 1e6) if link.delay else None,
+        "loss_pct": link.loss or None,
+        "queue": link.queue,
+        "mtu": link.mtu,
+    }
+
+
+def document(scenario: Scenario, port_macs: dict[str, str]) -> dict[str, Any]:
+    """What the fabric VM builds: switches, ports (by the MAC of the fabric's NIC) and trunks."""
+    links = {link_name(lk, i): lk for i, lk in enumerate(scenario.links)}
+    return {
+        "switches": [{"name": s.name, "stp": s.stp} for s in scenario.switches],
+        "ports": [
+            {"name": p.link, "switch": p.switch, "mac": port_macs[p.link]} | _shaping(links[p.link])
+            for p in ports(scenario)
+        ],
+        "trunks": [
+            {"a": lk.endpoints[0], "b": lk.endpoints[1], "name": link_name(lk, i)} | _shaping(lk)
+            for i, lk in trunks(scenario)
+        ],
+        "ready": f"{GUEST_DIR}/ready.json",
+    }
+
+
+def start(vm: Guest, spec: dict[str, Any], timeout: float = START_TIMEOUT_S) -> dict[str, list[str]]:
+    """Copy the program in, start it, and wait until Mininet has the switches up.
+
+    Returns each bridge's ports as the fabric VM's kernel lists them.
+    """
+    vm.run(f"mkdir -p {GUEST_DIR}; rm -f {GUEST_DIR}/ready.json", timeout=30)
+    vm.put(f"{GUEST_DIR}/fabric.py", PROGRAM.read_bytes())
+    vm.put(f"{GUEST_DIR}/spec.json", json.dumps(spec).encode())
+    vm.spawn(f"exec python3 {GUEST_DIR}/fabric.py {GUEST_DIR}/spec.json", log=f"{GUEST_DIR}/mininet.log")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        read = vm.run(f"cat {GUEST_DIR}/ready.json 2>/dev/null", timeout=30)
+        if read.ok and read.stdout.strip():
+            return _report(vm, json.loads(read.stdout))
+        time.sleep(0.5)
+    raise SanlabError(f"{FABRIC_HOST}: Mininet did not bring the switches up in {timeout:.0f} s{_log(vm)}")
+
+
+def _report(vm: Guest, report: dict[str, Any]) -> dict[str, list[str]]:
+    if not report.get("ok"):
+        raise SanlabError(f"{FABRIC_HOST}: Mininet failed: {report.get('error', '').strip()}{_log(vm)}")
+    return dict(report["bridges"])
+
+
+def _log(vm: Guest) -> str:
+    tail = vm.run(f"tail -n 6 {GUEST_DIR}/mininet.log 2>/dev/null", timeout=30).stdout.strip()
+    return "\n  mininet: " + "\n  mininet: ".join(tail.splitlines()) if tail else ""
