@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from sanlab.emulator.agent import Completed
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.ports import IPERF_PORT
 from sanlab.scenarios.schema import Link, Scenario
-from sanlab.scenarios.topology import FABRIC_HOST, link_name, ports, trunks
+from sanlab.scenarios.topology import FABRIC_HOST, link_name, ports, segments, trunks
 
 FABRIC_CPUS = 1
 # The guest's root file system lives in RAM (a 220 MiB initramfs): 512 MiB
@@ -37,6 +39,7 @@ START_TIMEOUT_S = 120.0
 # Host ports on switched segment k are addressed 169.254.(SEGMENT_BASE + k).n/24;
 # cables keep 169.254.(10 + link index).n, below it.
 SEGMENT_BASE = 100
+FLOW_HOST_BASE = 200  # background flow i's Mininet host is .(200+i) on its segment
 
 
 class Guest(Protocol):
@@ -59,8 +62,37 @@ def _shaping(link: Link) -> dict[str, Any]:
     }
 
 
-def document(scenario: Scenario, port_macs: dict[str, str]) -> dict[str, Any]:
-    """What the fabric VM builds: switches, ports (by the MAC of the fabric's NIC) and trunks."""
+def flows(scenario: Scenario, addresses: Mapping[tuple[str, str], str]) -> list[dict[str, Any]]:
+    """Background flows: a Mininet host per flow on its switch, iperf3 to the host it names.
+
+    Flow i's host is ``bg<i>`` at 169.254.(100+k).(FLOW_HOST_BASE+i) on its
+    switch's segment k; its server listens on IPERF_PORT + i.
+    """
+    segment = segments(scenario)
+    found = []
+    for i, flow in enumerate(scenario.background):
+        k = segment[flow.switch]
+        port = next(p for p in ports(scenario) if p.host == flow.to and p.segment == k)
+        found.append(
+            {
+                "name": f"bg{i}",
+                "switch": flow.switch,
+                "ip": f"169.254.{SEGMENT_BASE + k}.{FLOW_HOST_BASE + i}/24",
+                "mtu": scenario.links[port.index].mtu,  # one MTU per segment
+                "server": addresses[(port.link, flow.to)],
+                "to": flow.to,
+                "port": IPERF_PORT + i,
+                "rate_bps": flow.rate,
+                "udp": flow.protocol == "udp",
+            }
+        )
+    return found
+
+
+def document(
+    scenario: Scenario, port_macs: dict[str, str], addresses: Mapping[tuple[str, str], str]
+) -> dict[str, Any]:
+    """What the fabric VM builds: switches, ports (by the MAC of the fabric's NIC), trunks, flows."""
     links = {link_name(lk, i): lk for i, lk in enumerate(scenario.links)}
     return {
         "switches": [{"name": s.name, "stp": s.stp} for s in scenario.switches],
@@ -72,6 +104,7 @@ def document(scenario: Scenario, port_macs: dict[str, str]) -> dict[str, Any]:
             {"a": lk.endpoints[0], "b": lk.endpoints[1], "name": link_name(lk, i)} | _shaping(lk)
             for i, lk in trunks(scenario)
         ],
+        "flows": flows(scenario, addresses),
         "ready": f"{GUEST_DIR}/ready.json",
     }
 
@@ -92,6 +125,14 @@ def start(vm: Guest, spec: dict[str, Any], timeout: float = START_TIMEOUT_S) -> 
             return _report(vm, json.loads(read.stdout))
         time.sleep(0.5)
     raise SanlabError(f"{FABRIC_HOST}: Mininet did not bring the switches up in {timeout:.0f} s{_log(vm)}")
+
+
+def serve_flows(vm: Guest, spec: dict[str, Any]) -> None:
+    """An iperf3 server on ``vm`` for each background flow that ends there (each its own port)."""
+    for flow in spec["flows"]:
+        if flow["to"] == vm.name:
+            port = int(flow["port"])
+            vm.spawn(f"exec iperf3 --server --port {port}", log=f"/tmp/iperf3-{port}.log")
 
 
 def _report(vm: Guest, report: dict[str, Any]) -> dict[str, list[str]]:

@@ -148,7 +148,7 @@ def plan(
                 interfaces[end.host].append(_interface(link, name, mac, end.address))
     _check_socket_paths(specs)
     port_macs = {name: _mac(lab, name, FABRIC_HOST) for name in switched}
-    spec_doc = fabric.document(scenario, port_macs) if scenario.switches else None
+    spec_doc = fabric.document(scenario, port_macs, addresses) if scenario.switches else None
     return Plan(specs, interfaces, addresses, emulated(scenario, addresses), spec_doc)
 
 
@@ -290,6 +290,8 @@ class Lab:
             self.bridges = fabric.start(vm, self.plan.fabric)
         for nic in self.plan.interfaces.get(vm.name, []):
             configure(vm, nic)
+        if vm.name != FABRIC_HOST and self.plan.fabric is not None:
+            fabric.serve_flows(vm, self.plan.fabric)
 
     def _ends(self, link: str) -> list[tuple[Vm, Interface, str]]:
         ends = []

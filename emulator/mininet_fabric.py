@@ -8,6 +8,9 @@ taken in with Mininet's ``Intf``; links between switches are Mininet
 ``TCLink``s (veth pairs shaped by tc).  Mininet needs root and netem, which
 the guest has and the host may not; that is why it runs here.
 
+Background flows are Mininet hosts on the switches, each running iperf3
+to a lab host for as long as the network is up.
+
 When the network is up it writes ``{"ok": true, ...}`` to the ready file,
 or ``{"ok": false, "error": ...}`` if building it failed, and then waits:
 SIGTERM stops the network.  Usage: ``python3 mininet_fabric.py SPEC.json``.
@@ -94,8 +97,28 @@ def build(spec):
         )
         for intf in (link.intf1, link.intf2):
             intf.cmd("ip link set dev", intf, "mtu", trunk["mtu"])
+    hosts = [(net.addHost(flow["name"], ip=flow["ip"]), flow) for flow in spec["flows"]]
+    for host, flow in hosts:
+        net.addLink(host, switches[flow["switch"]])
     net.start()
+    for host, flow in hosts:
+        start_flow(host, flow)
     return net
+
+
+def start_flow(host, flow):
+    """iperf3 from a Mininet host to its flow's server, for as long as the fabric runs.
+
+    The server is started on its lab host while the fabric comes up, so the
+    client tries again every second until it answers.
+    """
+    host.cmd("ip link set dev", host.defaultIntf(), "mtu", flow["mtu"])
+    udp = "--udp " if flow["udp"] else ""
+    client = (
+        f"iperf3 --client {flow['server']} --port {flow['port']} {udp}"
+        f"--bitrate {int(flow['rate_bps'])} --time 86400"
+    )
+    host.cmd(f"(while true; do {client}; sleep 1; done) >> /run/sanlab-fabric/{flow['name']}.log 2>&1 &")
 
 
 def bridges(names):

@@ -181,6 +181,16 @@ class Switch(Strict):
     stp: bool = False
 
 
+class Flow(Strict):
+    """Background traffic for as long as a lab runs: iperf3 from a Mininet host on ``switch``
+    to host ``to``, sharing the switch ports on its way with the storage traffic."""
+
+    switch: HostName
+    to: HostName
+    rate: BitsPerSecond
+    protocol: Literal["udp", "tcp"] = "udp"
+
+
 class Link(Strict):
     """A point-to-point link; with RDMA it carries a soft-RDMA device too.
 
@@ -273,14 +283,18 @@ class Fault(Strict):
     ends of ``link`` down for ``for`` seconds and brings them up again, as a
     pulled and replugged cable would.  ``loss`` and ``delay`` are bursts:
     for ``for`` seconds both ends drop that share of their frames, or hold
-    each one that long, and then carry on as before.
+    each one that long, and then carry on as before.  ``restart`` stops
+    ``target``'s service (nvmet's ports, LIO's portal group) for ``for``
+    seconds and starts it again; ``reset`` resets the initiator's NVMe
+    controllers of ``target`` (as ``nvme reset`` does).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
     at: FaultAt
-    link: HostName
-    action: Literal["down", "loss", "delay"] = "down"
+    link: HostName | None = None  # down, loss and delay: the cable they act on
+    target: HostName | None = None  # restart and reset: the target (by name) they act on
+    action: Literal["down", "loss", "delay", "restart", "reset"] = "down"
     length: FaultLength = Field(2.0, alias="for")
     loss: Percent | None = None  # with action loss: the share of frames dropped
     delay: Delay | None = None  # with action delay: how long each frame is held, one way
@@ -323,6 +337,7 @@ class Scenario(Strict):
     workloads: Annotated[list[Workload], Field(max_length=32)] = []
     capture: bool = False
     faults: Annotated[list[Fault], Field(max_length=16)] = []
+    background: Annotated[list[Flow], Field(max_length=8)] = []
     projections: Annotated[list[Projection], Field(max_length=256)] = []
 
     @model_validator(mode="after")

@@ -17,6 +17,7 @@ from sanlab.scenarios.topology import (
     initiators_of,
     is_switched,
     link_name,
+    ports,
     segments,
     switch_names,
     target_link,
@@ -134,7 +135,13 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """A fault names a link of the scenario, and only emulated cables are pulled."""
     names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
     for i, fault in enumerate(scenario.faults):
-        if fault.link not in names:
+        if fault.action in TARGET_FAULTS:
+            yield from _target_fault(i, fault, scenario)
+        elif fault.target is not None:
+            yield f"faults[{i}].target", f"goes with action restart or reset, not {fault.action} (give link)"
+        elif fault.link is None:
+            yield f"faults[{i}].link", f"action {fault.action} needs the link it acts on"
+        elif fault.link not in names:
             yield f"faults[{i}].link", f"{fault.link!r} is not a link (links: {_names(names)})"
         elif is_switched(scenario, scenario.links[names.index(fault.link)]):
             yield (
@@ -149,6 +156,34 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 "faults are injected on emulated links only: taking a real machine's NIC down could cut "
                 "sanlab's own SSH connection",
             )
+
+
+# Faults that act on a target's service or its initiator's sessions, not on a cable; the
+# stacks whose service sanlab can stop and start again, and whose sessions it can reset.
+TARGET_FAULTS = ("restart", "reset")
+RESTARTABLE = {("nvmet", "nvme-tcp"), ("nvmet", "nvme-rdma"), ("lio", "iscsi"), ("lio", "iser")}
+RESETTABLE = {"nvme-tcp", "nvme-rdma"}
+
+
+def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[str, str]]:
+    named = {t.name: t for t in scenario.targets if t.name}
+    if fault.link is not None:
+        yield f"faults[{i}].link", f"action {fault.action} acts on a target: give target, not link"
+    if fault.target not in named:
+        yield (
+            f"faults[{i}].target",
+            f"{fault.target!r} is not a named target (targets: {_names(list(named))})",
+        )
+        return
+    target = named[fault.target]
+    if fault.action == "restart" and (target.stack, target.transport) not in RESTARTABLE:
+        allowed = ", ".join(f"{s} {t}" for s, t in sorted(RESTARTABLE))
+        yield f"faults[{i}].action", f"restart is built for {allowed}; not {target.stack} {target.transport}"
+    if fault.action == "reset" and target.transport not in RESETTABLE:
+        yield f"faults[{i}].action", f"reset is built for NVMe-oF controllers; not {target.transport}"
+    for burst in ("loss", "delay"):
+        if getattr(fault, burst) is not None:
+            yield f"faults[{i}].{burst}", f"goes with action {burst}, not {fault.action}"
 
 
 def _burst(i: int, fault: Fault, link: Link) -> Iterator[tuple[str, str]]:
@@ -171,6 +206,11 @@ def _burst(i: int, fault: Fault, link: Link) -> Iterator[tuple[str, str]]:
 def faults_on(scenario: Scenario, link: str) -> list[Fault]:
     """The faults that hit every point of a target on ``link``, in time order."""
     return sorted((f for f in scenario.faults if f.link == link), key=lambda f: f.at)
+
+
+def faults_of(scenario: Scenario, target: str) -> list[Fault]:
+    """The faults that act on the target named ``target`` itself (restart, reset)."""
+    return [f for f in scenario.faults if f.target == target]
 
 
 def _devices(scenario: Scenario) -> Iterator[tuple[str, str]]:
@@ -403,6 +443,8 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
 def _switches(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """Switch names are their own, every switch is cabled, and a segment is one kind of fabric."""
     if not scenario.switches:
+        for i, _ in enumerate(scenario.background):
+            yield f"background[{i}]", "background flows start at a switch; this scenario declares none"
         return
     hosts = {h.name for h in scenario.hosts}
     seen: set[str] = set()
@@ -424,6 +466,22 @@ def _switches(scenario: Scenario) -> Iterator[tuple[str, str]]:
             "already there: join the hosts by a link naming their interfaces",
         )
     yield from _segment_consistency(scenario)
+    yield from _background(scenario)
+
+
+def _background(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """A flow starts at a switch and ends at a host on that switch's segment."""
+    segment = segments(scenario)
+    for i, flow in enumerate(scenario.background):
+        if flow.switch not in segment:
+            yield f"background[{i}].switch", f"{flow.switch!r} is not a switch ({_names(list(segment))})"
+            continue
+        reached = sorted({p.host for p in ports(scenario) if p.segment == segment[flow.switch]})
+        if flow.to not in reached:
+            yield (
+                f"background[{i}].to",
+                f"{flow.to!r} has no port on {flow.switch!r}'s segment (hosts there: {_names(reached)})",
+            )
 
 
 def _segment_consistency(scenario: Scenario) -> Iterator[tuple[str, str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import secrets
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,6 +25,8 @@ from sanlab.targets.host import Host, StackError
 
 Say = Callable[[str], None]
 POLL_S = 0.5
+# Applies one fault and says when it began and ended, on the initiator's clock.
+Inject = Callable[[Fault], "Window"]
 
 
 @dataclass(frozen=True)
@@ -147,32 +149,78 @@ def run_faulted(
     initiator: Host,
     argv: list[str],
     faults: Sequence[Fault],
-    ends: Mapping[str, Sequence[LinkEnd]],
+    inject: Inject,
     say: Say,
     timeout: float,
 ) -> FaultedRun:
-    """Run fio ``argv`` on ``initiator`` in the background and inject ``faults`` on its timeline.
-
-    ``ends`` are each faulted link's ends, the initiator's first.
-    """
+    """Run fio ``argv`` on ``initiator`` in the background and ``inject`` each of ``faults``
+    at its time; each injection answers with its window on the initiator's clock."""
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
     logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        windows = [_at(start, fault, ends[fault.link], say) for fault in faults]
+        windows = [_at(start, fault, inject, say) for fault in faults]
         _wait(initiator, pid, start + timeout)
         return _collect(initiator, tag, windows)
     finally:
         initiator.run(f"kill {pid} 2>/dev/null; rm -f {tag}.json {tag}.rc {tag}.err {tag}_*.log", timeout=60)
 
 
-def _at(start: float, fault: Fault, ends: Sequence[LinkEnd], say: Say) -> Window:
+def _at(start: float, fault: Fault, inject: Inject, say: Say) -> Window:
     time.sleep(max(0.0, start + fault.at - time.monotonic()))
-    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} {_what(fault)} for {fault.length:g}s")
-    window = inject(ends, fault)
-    say(f"t+{time.monotonic() - start:.1f}s: link {fault.link} {'up' if fault.action == 'down' else 'clear'}")
+    say(f"t+{time.monotonic() - start:.1f}s: {describe(fault)}")
+    window = inject(fault)
+    say(f"t+{time.monotonic() - start:.1f}s: {_ended(fault)}")
     return window
+
+
+def describe(fault: Fault) -> str:
+    """What a fault does, as ``sanlab run`` prints it when it starts."""
+    if fault.action == "restart":
+        return f"target {fault.target} stops for {fault.length:g}s"
+    if fault.action == "reset":
+        return f"target {fault.target}: the initiator resets its controllers"
+    return f"link {fault.link} {_what(fault)} for {fault.length:g}s"
+
+
+def _ended(fault: Fault) -> str:
+    if fault.action == "restart":
+        return f"target {fault.target} started again"
+    if fault.action == "reset":
+        return f"target {fault.target}: controllers reset"
+    return f"link {fault.link} {'up' if fault.action == 'down' else 'clear'}"
+
+
+def clock(host: Host) -> float:
+    """``host``'s clock, epoch seconds."""
+    return float(host.run("date +%s.%N", timeout=30).stdout.strip() or 0)
+
+
+def restart(initiator: Host, target: Host, stop: str, start: str, length: float) -> Window:
+    """Stop the target's service, wait ``length``, start it again; the window on the
+    initiator's clock (the moments just before each command was sent)."""
+    down = clock(initiator)
+    _must(target, stop, "stop its service")
+    try:  # started again whatever happens meanwhile (Ctrl-C included)
+        time.sleep(max(0.0, down + length - clock(initiator)))
+        up = clock(initiator)
+    finally:
+        _must(target, start, "start its service again")
+    return Window(down, up)
+
+
+def reset(initiator: Host, script: str) -> Window:
+    """Run the initiator's reset; the window is from just before it to its return."""
+    down = clock(initiator)
+    _must(initiator, script, "reset its controllers")
+    return Window(down, clock(initiator))
+
+
+def _must(host: Host, script: str, what: str) -> None:
+    result = host.run(script, timeout=60)
+    if not result.ok:
+        raise StackError(f"{host.name}: could not {what}: {result.stderr.strip()}")
 
 
 def _what(fault: Fault) -> str:

@@ -251,3 +251,13 @@ def srp_exported(
         yield start_srp(host, rdma_device, address, initiator_ids, backings, size, name)
     finally:
         remove(host, made)
+
+
+def stop_script(iqn: str) -> str:
+    """The iSCSI service goes: the target's portal group is disabled, which ends its sessions."""
+    return f"echo 0 > {shlex.quote(f'{CFS}/iscsi/{iqn}/tpgt_1/enable')}"
+
+
+def start_script(iqn: str) -> str:
+    """The portal group is enabled again; initiators log back in."""
+    return f"echo 1 > {shlex.quote(f'{CFS}/iscsi/{iqn}/tpgt_1/enable')}"

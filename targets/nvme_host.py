@@ -7,6 +7,7 @@ the new device is nvme0n1.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -101,3 +102,13 @@ def connected(
         yield connect(host, nqn, transport, addresses, header_digest, data_digest, say)
     finally:
         disconnect(host, nqn)
+
+
+def reset_script(nqn: str) -> str:
+    """Reset every controller of ``nqn`` on this host, as ``nvme reset`` does: the queues are
+    torn down and connected again, and the I/O in flight is retried."""
+    return (
+        "for c in /sys/class/nvme/nvme*; do "
+        f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {shlex.quote(nqn)} ] && echo 1 > $c/reset_controller; '
+        "done; true"
+    )

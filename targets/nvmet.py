@@ -100,3 +100,23 @@ def exported(
         yield export
     finally:
         remove(host, export)
+
+
+def _restart_file(nqn: str) -> str:
+    return shlex.quote(f"/tmp/sanlab-restart-{nqn}")
+
+
+def stop_script(nqn: str) -> str:
+    """The service goes: the subsystem leaves every port it is exported on (the links are
+    noted, so ``start_script`` puts back exactly those).  Hosts see their connections drop."""
+    links = shlex.quote(f"{CFS}/ports/") + "*" + shlex.quote(f"/subsystems/{nqn}")
+    noted = _restart_file(nqn)
+    return f': > {noted}; for l in {links}; do [ -L "$l" ] || continue; echo "$l" >> {noted}; rm "$l"; done'
+
+
+def start_script(nqn: str) -> str:
+    """The service is back: the subsystem is exported on the same ports again."""
+    subsystem = shlex.quote(f"{CFS}/subsystems/{nqn}")
+    return (
+        f'while read -r l; do ln -s {subsystem} "$l"; done < {_restart_file(nqn)}; rm -f {_restart_file(nqn)}'
+    )

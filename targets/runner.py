@@ -22,13 +22,21 @@ from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord, aggregate
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
-from sanlab.scenarios.semantics import TCP_TRANSPORTS, faults_on, link_name, rdma_driver, target_link
+from sanlab.scenarios.semantics import (
+    TCP_TRANSPORTS,
+    faults_of,
+    faults_on,
+    link_name,
+    rdma_driver,
+    target_link,
+)
 from sanlab.scenarios.sizes import format_size
 from sanlab.scenarios.topology import initiators_of, target_paths
-from sanlab.targets import backstores, faults, kernel_stacks
+from sanlab.targets import backstores, faults, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
-from sanlab.targets.stacks import Wiring, connect_only, export_only, exported
+from sanlab.targets.naming import nqn
+from sanlab.targets.stacks import Wiring, connect_only, export_only, exported, service_scripts
 
 Say = Callable[[str], None]
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
@@ -58,6 +66,7 @@ def target_name(target: Target, index: int) -> str:
 
 def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
     hits = [f for path in target_paths(scenario, target) for f in faults_on(scenario, path)]
+    hits += faults_of(scenario, name)
     on_link = tuple(sorted(hits, key=lambda f: f.at))
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
@@ -148,8 +157,8 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
                         wire.initiator_host.run(job.fill_argv())
                     wire.initiator_host.run(job.argv())
                     for fault in p.faults:  # while fio runs, at fault.at seconds from its start
-                        for end in _link_ends(wire, fault.link):
-                            end.host.run(faults.fault_script(end.interface, fault))
+                        for host, command in _fault_commands(p, wire, fault):
+                            host.run(command)
 
 
 def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
@@ -491,13 +500,38 @@ def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
     ]
 
 
+def _fault_commands(p: Point, wire: Wiring, fault: Fault) -> list[tuple[Host, str]]:
+    """What each host runs for ``fault`` on point ``p``, in order (for a dry run)."""
+    if fault.action == "restart":
+        stop, start = service_scripts(p.target, p.name)
+        return [(wire.target_host, stop), (wire.target_host, start)]
+    if fault.action == "reset":
+        return [(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))]
+    return [
+        (end.host, faults.fault_script(end.interface, fault)) for end in _link_ends(wire, fault.link or "")
+    ]
+
+
+def _injector(p: Point, wire: Wiring) -> faults.Inject:
+    """How point ``p``'s faults are applied: to a cable, the target's service, or the initiator."""
+
+    def inject(fault: Fault) -> faults.Window:
+        if fault.action == "restart":
+            stop, start = service_scripts(p.target, p.name)
+            return faults.restart(wire.initiator_host, wire.target_host, stop, start, fault.length)
+        if fault.action == "reset":
+            return faults.reset(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))
+        return faults.inject(_link_ends(wire, fault.link or ""), fault)
+
+    return inject
+
+
 def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> FioRun:
     """fio in the foreground, or in the background with the point's faults on its timeline."""
     if not p.faults:
         done = wire.initiator_host.run(job.argv(), timeout=timeout)
         return FioRun(done.stdout, done.rc, done.stderr)
-    ends = {fault.link: _link_ends(wire, fault.link) for fault in p.faults}
-    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, ends, say, timeout)
+    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, _injector(p, wire), say, timeout)
     return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s(), run.failover_s(), run.dip_pct())
 
 

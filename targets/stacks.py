@@ -263,6 +263,15 @@ def _lio_srp_connect(steps: ExitStack, wiring: Wiring, made: Exported) -> list[s
     return steps.enter_context(login)
 
 
+def service_scripts(target: Target, name: str) -> tuple[str, str]:
+    """How to stop and start again the service that serves ``target`` (a restart fault)."""
+    if target.stack == "nvmet":
+        return nvmet.stop_script(nqn(name)), nvmet.start_script(nqn(name))
+    if target.stack == "lio" and target.transport in ("iscsi", "iser"):
+        return lio.stop_script(iqn(name)), lio.start_script(iqn(name))
+    raise StackError(f"{target.stack} {target.transport}: sanlab cannot restart its service")
+
+
 RECIPES: dict[str, Recipe] = {
     "nvmet": Recipe(nvmet_export, nvmet_connect),
     "tgt": Recipe(tgt_export, tgt_connect),

@@ -98,3 +98,26 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, 
     assert sum("link roce loses 5% for 3s" in m for m in heard) == 2
     assert sum("link roce delays 20ms for 3s" in m for m in heard) == 2
     assert sum("link roce clear" in m for m in heard) == 4
+
+
+def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp_path):
+    """nvmet and LIO stop for 3 s and start again, an NVMe/RDMA host resets its controller:
+    the I/O comes back, every block verified, and the recovery is recorded."""
+    scenario = load_scenario(SCENARIOS / "restart.yaml")
+    heard: list[str] = []
+
+    def say(message: str) -> None:
+        print(message)
+        heard.append(message)
+
+    with running_lab(scenario, "test-restart", print, keep_logs=False) as lab:
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say)
+    assert [r.transport for r in records] == ["nvme-tcp", "iscsi", "nvme-rdma"]
+    for record in records:
+        assert record.error is None, record.error
+        assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
+        assert record.io_errors == 0 and record.verify_errors == 0, record
+        assert record.recovery_s is not None and 0 <= record.recovery_s < 60, record
+    assert any("target nvme-tcp stops for 3s" in m for m in heard)
+    assert any("target iscsi started again" in m for m in heard)
+    assert any("target nvme-rdma: controllers reset" in m for m in heard)

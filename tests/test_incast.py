@@ -5,7 +5,8 @@ Mininet switch (a Linux bridge in the fabric VM).  For NVMe/TCP and
 NVMe/RDMA over rxe, both initiators write and verify their own 8 MiB of the
 same namespace at once; each is recorded, then the aggregate.  The
 target's switch port is captured at the switch and must decode, with both
-initiators' traffic in it.
+initiators' traffic in it, and the background flow's: a Mininet host
+sending 20 Mb/s of UDP to the target through the same port.
 """
 
 from __future__ import annotations
@@ -62,3 +63,6 @@ def test_two_initiators_behind_one_switch_are_verified_and_the_port_decodes(gues
     assert {"169.254.100.1", "169.254.100.2", "169.254.100.3"} <= set(_tshark_sources(port, "infiniband"))
     # an initiator's own port carries only its own conversation with the target
     assert set(_tshark_sources(out / "i1-s1.pcap", "nvme-tcp")) == {"169.254.100.1", "169.254.100.3"}
+    # the background flow (a Mininet host's iperf3) shares the target's port with the storage traffic
+    background = _tshark_sources(port, "udp.dstport == 5201")
+    assert set(background) == {"169.254.100.200"} and background["169.254.100.200"] > 1000

@@ -50,6 +50,8 @@ def leaf_spine() -> dict:
         {"name": "up1", "endpoints": ["leaf1", "spine"], "fabric": "roce", "rate": "1gbit", "delay": "50us"},
         {"name": "up2", "endpoints": ["leaf2", "spine"], "fabric": "roce", "rate": "1gbit"},
     ]
+    # a flow from leaf1 to the target on leaf2 crosses both trunks
+    data["background"] = [{"switch": "leaf1", "to": "target", "rate": "1mbit"}]
     return data
 
 
@@ -100,6 +102,13 @@ def test_plan_joins_every_host_port_to_the_fabric_vm_and_captures_at_the_switch(
     macs = {p["name"]: p["mac"] for p in lab.fabric["ports"]}
     assert macs == {nic.link: nic.mac for nic in fabric.nics}
     assert lab.endpoints[("t-s1", "target")].rdma_device == "rxe_t-s1"
+    (flow,) = lab.fabric["flows"]
+    assert (flow["switch"], flow["ip"], flow["server"], flow["port"]) == (
+        "s1",
+        "169.254.100.200/24",
+        "169.254.100.3",
+        5201,
+    )
 
 
 def test_a_run_connects_every_initiator_to_its_own_stretch_of_the_lun():
@@ -167,6 +176,8 @@ def test_aggregate_adds_up_and_passes_only_when_every_initiator_passed():
         (lambda d: d["workloads"][0].update(verify_size="20m"), "2 initiators x 1 job(s) of 20m"),
         (lambda d: d.update(faults=[{"at": "1s", "link": "t-s1"}]), "'t-s1' ends at a switch"),
         (lambda d: d["hosts"].append({"name": "fabric", "role": "initiator"}), "clashes with the VM"),
+        (lambda d: d["background"][0].update(switch="s7"), "background[0].switch: 's7' is not a switch"),
+        (lambda d: d["background"][0].update(to="nobody"), "'nobody' has no port on 's1'"),
     ],
 )
 def test_topology_mistakes_are_named(change, expected):
@@ -180,6 +191,12 @@ def test_a_target_no_initiator_reaches_is_refused():
     data["switches"].append({"name": "s2"})
     data["links"][2]["endpoints"] = ["target", "s2"]
     assert "no initiator host reaches 'target'" in problems(data)
+
+
+def test_background_flows_need_a_switch():
+    data = yaml.safe_load((SCENARIOS / "flap.yaml").read_text())
+    data["background"] = [{"switch": "s1", "to": "target", "rate": "1mbit"}]
+    assert "background flows start at a switch" in problems(data)
 
 
 def test_switches_are_refused_between_real_machines():
@@ -221,3 +238,32 @@ def test_burst_mistakes_are_named(fault, expected):
         data["links"][0]["rate"] = "1gbit"
     data["faults"] = [{"at": "1s", "link": "roce", **fault}]
     assert expected in problems(data)
+
+
+@pytest.mark.parametrize(
+    ("fault", "expected"),
+    [
+        ({"action": "restart"}, "faults[0].target: None is not a named target"),
+        ({"action": "restart", "target": "nvme-tcp", "link": "roce"}, "give target, not link"),
+        ({"action": "down", "target": "nvme-tcp"}, "goes with action restart or reset, not down"),
+        ({"action": "down"}, "action down needs the link it acts on"),
+        ({"action": "reset", "target": "iscsi"}, "reset is built for NVMe-oF controllers; not iscsi"),
+        ({"action": "restart", "target": "nvme-tcp", "loss": "5%"}, "goes with action loss, not restart"),
+    ],
+)
+def test_target_fault_mistakes_are_named(fault, expected):
+    data = yaml.safe_load((SCENARIOS / "restart.yaml").read_text())
+    data["faults"] = [{"at": "1s", **fault}]
+    assert expected in problems(data)
+
+
+def test_a_restart_or_reset_hits_only_its_own_target():
+    scenario = load_scenario(SCENARIOS / "restart.yaml")
+    hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
+    runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    target = hosts["target"].commands
+    stops = [c for c in target if c.startswith("echo 0 > ") and c.endswith("tpgt_1/enable")]
+    assert len(stops) == 1 and "sanlab:iscsi/" in stops[0]  # iscsi's restart, nothing else
+    assert sum(c.startswith(": > /tmp/sanlab-restart-") for c in target) == 1  # nvme-tcp only
+    resets = [c for c in hosts["initiator"].commands if "reset_controller" in c]
+    assert len(resets) == 1 and "sanlab:nvme-rdma" in resets[0]
