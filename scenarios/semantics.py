@@ -522,7 +522,13 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"no initiator host reaches {target.host!r} through link {link_name(found[1], found[0])!r}'s "
                 "switch: cable an initiator to the same switches",
             )
-        elif len(initiators) > 1 and target.stack != "nvmet":
+        elif len(initiators) > 1 and target.name and faults_of(scenario, target.name):
+            yield (
+                f"targets[{i}].name",
+                f"{len(initiators)} initiators share this target, and a fault acts on it; faults on a "
+                "shared target are not built yet (each initiator's run would apply it again)",
+            )
+        if len(initiators) > 1 and target.stack != "nvmet":
             yield (
                 f"targets[{i}].stack",
                 f"{len(initiators)} initiators share this target; so far only nvmet serves several "

@@ -175,6 +175,10 @@ def test_aggregate_adds_up_and_passes_only_when_every_initiator_passed():
         (lambda d: d["targets"][0].update(stack="lio", transport="iscsi"), "only nvmet serves several"),
         (lambda d: d["workloads"][0].update(verify_size="20m"), "2 initiators x 1 job(s) of 20m"),
         (lambda d: d.update(faults=[{"at": "1s", "link": "t-s1"}]), "'t-s1' ends at a switch"),
+        (
+            lambda d: d.update(faults=[{"at": "1s", "target": "nvme-tcp", "action": "restart"}]),
+            "faults on a shared target are not built yet",
+        ),
         (lambda d: d["hosts"].append({"name": "fabric", "role": "initiator"}), "clashes with the VM"),
         (lambda d: d["background"][0].update(switch="s7"), "background[0].switch: 's7' is not a switch"),
         (lambda d: d["background"][0].update(to="nobody"), "'nobody' has no port on 's1'"),
