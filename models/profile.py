@@ -16,9 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sanlab.models.params import set_param
+from sanlab.models.pcie import pcie_gbps
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
 from sanlab.scenarios.schema import Scenario
@@ -47,6 +48,13 @@ class Host(_Strict):
     )
 
 
+class PcieSlot(_Strict):
+    """A PCIe slot: generation (3, 4 or 5) and lanes."""
+
+    gen: Literal[3, 4, 5]
+    lanes: Literal[1, 2, 4, 8, 16]
+
+
 class Nic(_Strict):
     """A network adapter and the link it drives."""
 
@@ -58,6 +66,16 @@ class Nic(_Strict):
     one_way_us: float = Field(2.0, ge=0, description="NIC + wire + switch latency, one way")
     host_kcycles_per_packet: float = Field(1.0, ge=0, description="host CPU per frame (software TCP)")
     pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
+    # The slot, where a NIC names it: pcie_gbps then follows from the physics (models/pcie.py).
+    pcie: PcieSlot | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rate_from_slot(cls, data: Any) -> Any:
+        slot = data.get("pcie") if isinstance(data, dict) else None
+        if isinstance(slot, dict) and "pcie_gbps" not in data:
+            data = dict(data, pcie_gbps=round(pcie_gbps(int(slot["gen"]), int(slot["lanes"])), 1))
+        return data
 
 
 class Backend(_Strict):
@@ -136,7 +154,7 @@ class Profile(_Strict):
                         f"profile {self.name}",
                         "nics",
                         f"no NIC of this profile carries {fabric} at {link_gbps:g} Gb/s: {have}; "
-                        "use a lower link speed or a profile with a faster NIC",
+                        f"use a lower link speed or a profile with a faster NIC{_faster(fabric, link_gbps)}",
                     )
                 ]
             )
@@ -153,6 +171,19 @@ PROFILE_DIR = Path(str(resources.files("sanlab.models.profiles")))
 # Stacks without calibration data of their own borrow the costs of the most
 # similar calibrated stack; models/README.md says why each pairing is fair.
 STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio", "spdk": "nvmet"}
+
+
+def _faster(fabric: str, link_gbps: float) -> str:
+    """' (shipped: a, b)': the shipped profiles with a NIC that carries ``fabric`` at ``link_gbps``."""
+    found = []
+    for name in profile_names(shipped_only=True):
+        try:
+            nics = load_profile(name).nics
+        except ScenarioError:
+            continue
+        if any(fabric in n.fabrics and max(n.link_gbps) >= link_gbps - 1e-6 for n in nics):
+            found.append(name)
+    return f" (shipped: {', '.join(found)})" if found else ""
 
 
 def user_profile_dir() -> Path:
@@ -243,17 +274,20 @@ def inherit(data: Any, source: str) -> Any:
         base = pick(other)
         if base is None:
             raise ScenarioError([Problem(source, where, f"{entry['from']!r} has no such part")])
-        merged = base.model_dump() | {k: v for k, v in entry.items() if k != "from"}
+        merged = base.model_dump() | {k: v for k, v in entry.items() if k not in ("from", "like")}
         return merged
 
     for side in ("initiator", "target"):
         if side in data:
             data[side] = resolve(data[side], side, lambda o, s=side: getattr(o, s))
     for i, nic in enumerate(data.get("nics") or []):
-        name = nic.get("name") if isinstance(nic, dict) else None
+        # ``like`` borrows another NIC's fitted parts for a NIC of a new name
+        name = nic.get("like", nic.get("name")) if isinstance(nic, dict) else None
         data["nics"][i] = resolve(
             nic, f"nics[{i}]", lambda o, n=name: next((x for x in o.nics if x.name == n), None)
         )
+        if isinstance(nic, dict) and "from" in nic and "pcie" in nic and "pcie_gbps" not in nic:
+            data["nics"][i].pop("pcie_gbps", None)  # a new slot: its rate follows from it, not the donor's
     for key, backend in (data.get("backends") or {}).items():
         data["backends"][key] = resolve(backend, f"backends.{key}", lambda o, k=key: o.backends.get(k))
     return data

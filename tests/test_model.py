@@ -170,3 +170,31 @@ def test_digests_cost_crc32c_cpu_per_byte_on_both_sides():
         data_only = per_request * host.crc32c_cycles_per_byte / 1000 / host.ghz
         assert data_only < added < data_only * 1.01, side  # headers add a few bytes more
     assert project_point(digested).iops < project_point(plain).iops  # one queue's thread does the CRC
+
+
+def test_a_pcie_slot_gives_the_nic_its_dma_rate():
+    from sanlab.models.pcie import pcie_gbps
+
+    assert pcie_gbps(3, 16) == pytest.approx(112.0, abs=0.1)  # the fitted ConnectX-5 says 110
+    assert pcie_gbps(4, 16) == pytest.approx(2 * pcie_gbps(3, 16))
+    nic = load_profile("modern-400g").nic_for("roce", 400)
+    assert nic.name == "connectx-7" and nic.pcie_gbps == pytest.approx(448.1, abs=0.1)
+    assert nic.one_way_us == load_profile("starwind-2024").nic_for("roce", 100).one_way_us  # borrowed
+
+
+def test_line_rate_reads_scale_with_the_link_up_to_400g():
+    from sanlab.models.profile import clear_cache
+
+    clear_cache()
+    bounds = [
+        build(Point("nvme-rdma", "roce", gbps, "read", 131072, 32, 32, profile="modern-400g")).bound_iops
+        for gbps in (100, 200, 400)
+    ]
+    assert bounds[1] == pytest.approx(2 * bounds[0], rel=0.01)
+    assert bounds[2] == pytest.approx(4 * bounds[0], rel=0.01)
+
+
+def test_the_refusal_names_a_shipped_profile_that_can_carry_the_link():
+    with pytest.raises(ScenarioError) as caught:
+        build(Point("nvme-rdma", "roce", 400, "read", 4096, 1, 1))
+    assert "(shipped: modern-400g)" in str(caught.value)
