@@ -50,6 +50,9 @@ class FioJob:
             "--direct=1",
             "--ioengine=libaio",
             f"--bs={self.bs}",
+            # fio would otherwise leave a local-*-verify.state file in the
+            # working directory of whoever ran it (a real host's home, say).
+            "--verify_state_save=0",
         ]
 
     def _regions(self) -> list[str]:
