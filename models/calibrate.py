@@ -1,19 +1,20 @@
-"""Fit a profile's physical parameters to a published table by least squares.
+"""Fit physical parameters to measured cells: maximum a posteriori least squares.
 
-The parameters to fit are named in the profile (``calibration.fit``) with
-the range a real machine could have: CPU cycles per I/O and per byte of each
-stack, per-frame host cost and PCIe rate of each NIC, fixed latencies,
-device rates.  Each is shared by every cell it touches - all block sizes,
-reads and writes - so there are far fewer knobs than cells.  The fit
-minimises log errors of IOPS (and of mean latency where published) using the
-analytic MVA solution of the same network the simulator runs; cell errors
-are then reported from the simulator itself.
+The parameters to fit are named in a document's ``calibration.fit`` (a
+profile's hardware, or the software stacks' costs) and each has a prior:
+a value and the range a real machine could have (models/priors.yaml).
+Each is shared by every cell it touches - all block sizes, reads and
+writes - so there are far fewer knobs than cells.  The fit minimises log
+errors of IOPS (and of mean latency where published) using the analytic
+MVA solution of the same network the simulator runs, plus one term per
+prior; cell errors are then reported from the simulator itself.  A fit of
+one profile (``fit``, used for the user's own runs) and the joint fit of
+the published benches (``calibrate_studies``) share ``solve``.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ import yaml
 from scipy.optimize import least_squares
 
 from sanlab.models import mva
-from sanlab.models.metrics import mape
 from sanlab.models.network import build
 from sanlab.models.params import get_param, set_param
-from sanlab.models.profile import Profile, clear_cache, fit_path, inherit, profile_path
+from sanlab.models.priors import PRIOR_WEIGHT, Prior, load_priors
+from sanlab.models.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
@@ -37,41 +38,94 @@ LATENCY_WEIGHT = 0.5
 # How closely the MVA solution the fit runs agrees with the simulator (relative
 # IOPS; models/README.md, "Sweeps": MVA only where it is within a few per cent).
 SOLVER_FLOOR = 0.03
+# A posterior interval at least this share of the prior's 95 % width says
+# the cells taught the fit little about that parameter.
+PRIOR_WIDTH_SHARE = 0.8
 
 
 @dataclass(frozen=True)
 class Fit:
-    profile: Profile
+    profiles: dict[str, Profile]  # by name, as fitted
     params: dict[str, float]
     unconstrained: list[str]
     at_bound: list[str]
     used: list[Measured]
-    # 95 % intervals from the Jacobian; a parameter the cells do not pin spans its bounds.
+    # 95 % intervals (posterior: the cells and the priors together).
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # Parameters the data do not pin, and why: no cell moves it, it sits at
+    # a bound, or its interval is about as wide as its prior's.
+    unpinned: dict[str, str] = field(default_factory=dict)
+    # Posterior covariance of the log parameters, in ``params`` order; a
+    # direction nothing sees (no cell, no prior) is left out (NaN on its rows).
+    covariance: np.ndarray | None = None
+
+    @property
+    def profile(self) -> Profile:
+        """The fitted profile, when one profile was fitted."""
+        (only,) = self.profiles.values()
+        return only
 
 
-def fit_parameters(raw: dict[str, Any]) -> tuple[list[str], list[float], list[float]]:
-    """Names and physical bounds of the parameters to fit.
+@dataclass(frozen=True)
+class Parameters:
+    """The parameters one fit moves: paths into the fitted document, physical bounds, priors."""
 
-    Each entry of ``calibration.fit`` is ``path: [low, high]``: the range a
-    real machine could have, so the fit cannot explain a cell with an
-    impossible value (a 100 ns NVMe read, a 1 Tb/s PCIe slot).
+    names: list[str]
+    lower: list[float]
+    upper: list[float]
+    priors: dict[str, Prior]
+
+    def __add__(self, other: Parameters) -> Parameters:
+        return Parameters(
+            self.names + other.names,
+            self.lower + other.lower,
+            self.upper + other.upper,
+            self.priors | other.priors,
+        )
+
+    def prior_residuals(self, x: np.ndarray) -> list[float]:
+        """The priors' terms of the residual vector at log values ``x`` (MAP, not plain least squares)."""
+        return [
+            self.priors[n].residual(float(v)) for n, v in zip(self.names, x, strict=True) if n in self.priors
+        ]
+
+
+def fit_parameters(
+    raw: dict[str, Any], priors: dict[str, Prior] | None = None, prefix: str = "", prior_prefix: str = ""
+) -> Parameters:
+    """Names, physical bounds and priors of the parameters ``raw`` lists under ``calibration.fit``.
+
+    A shipped document lists parameter paths, each of which must have a
+    prior (models/priors.yaml, under ``prior_prefix + path``: value, range,
+    unit, source).  A profile fitted to the user's own runs may instead map
+    a path to ``[low, high]``: a flat prior over the range a real machine
+    could have, so the fit cannot explain a cell with an impossible value
+    (a 100 ns NVMe read, a 1 Tb/s PCIe slot).  ``prefix`` places the
+    document inside a larger one (a joint fit).
     """
     entries = raw.get("calibration", {}).get("fit") or {}
-    if not isinstance(entries, dict) or not entries:
-        raise SanlabError(f"profile {raw.get('name')}: calibration.fit must map parameters to [low, high]")
-    names, lower, upper = [], [], []
-    for name, bounds in entries.items():
+    where = f"{raw.get('name', 'stacks')}: calibration.fit"
+    if not isinstance(entries, dict | list) or not entries:
+        raise SanlabError(f"{where} must list parameters (or map them to [low, high])")
+    known = load_priors() if priors is None else priors
+    out = Parameters([], [], [], {})
+    for path in entries:
+        bounds = entries[path] if isinstance(entries, dict) else None
+        if bounds is None:
+            prior = known.get(prior_prefix + path)
+            if prior is None:
+                raise SanlabError(
+                    f"{where}: {path!r} has no prior in models/priors.yaml (add one with its source)"
+                )
+            out.priors[prefix + path] = prior
+            bounds = list(prior.range)
         if not (isinstance(bounds, list) and len(bounds) == 2 and 0 < bounds[0] < bounds[1]):
-            raise SanlabError(
-                f"profile {raw.get('name')}: calibration.fit.{name}: {bounds!r} "
-                "is not [low, high] with 0 < low < high"
-            )
-        get_param(raw, name)  # fails early, naming the path, if the profile lacks it
-        names.append(name)
-        lower.append(float(bounds[0]))
-        upper.append(float(bounds[1]))
-    return names, lower, upper
+            raise SanlabError(f"{where}.{path}: {bounds!r} is not [low, high] with 0 < low < high")
+        get_param(raw, path)  # fails early, naming the path, if the document lacks it
+        out.names.append(prefix + path)
+        out.lower.append(float(bounds[0]))
+        out.upper.append(float(bounds[1]))
+    return out
 
 
 def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
@@ -84,78 +138,154 @@ def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
     return np.array(out)
 
 
-def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True) -> Fit:
-    """Fit ``raw['calibration']['fit']`` on the rows ``use`` accepts."""
-    names, lower, upper = fit_parameters(raw)
-    used = [r for r in rows if use(r)]
+Realise = Callable[[dict[str, Any]], dict[str, Profile]]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one fit needs: the document the parameters live in, how it becomes profiles, the cells.
+
+    ``rows`` maps a profile's name (a key of what ``realise`` returns) to
+    the cells that profile must reproduce; ``like`` names, for a parameter
+    no cell moves, the sibling whose fitted value it then takes.
+    """
+
+    document: dict[str, Any]
+    params: Parameters
+    realise: Realise
+    rows: dict[str, list[Measured]]
+    like: dict[str, str] = field(default_factory=dict)
+
+    def profiles(self, x: np.ndarray) -> dict[str, Profile]:
+        data = copy.deepcopy(self.document)
+        for name, value in zip(self.params.names, np.exp(x), strict=True):
+            set_param(data, name, value)
+        return self.realise(data)
+
+    def data_residuals(self, x: np.ndarray) -> np.ndarray:
+        built = self.profiles(x)
+        parts = [residuals(built[name], rows) for name, rows in self.rows.items() if rows]
+        return np.concatenate(parts) if parts else np.array([])
+
+
+def solve(task: Task) -> Fit:
+    """The maximum a posteriori fit of ``task``: cells and priors together."""
+    params = task.params
+    names, lower, upper = params.names, params.lower, params.upper
+    used = [r for rows in task.rows.values() for r in rows]
     if not used:
-        raise SanlabError(f"profile {raw.get('name')}: no rows to fit")
+        raise SanlabError("no rows to fit")
     start = [
-        min(max(get_param(raw, n), lo * 1.0001), hi * 0.9999)
+        min(max(get_param(task.document, n), lo * 1.0001), hi * 0.9999)
         for n, lo, hi in zip(names, lower, upper, strict=True)
     ]
-
-    def model(x: np.ndarray) -> Profile:
-        data = copy.deepcopy(raw)
-        for name, value in zip(names, np.exp(x), strict=True):
-            set_param(data, name, value)
-        return Profile.model_validate(inherit(data, str(raw.get("name"))))
-
     result = least_squares(
-        lambda x: residuals(model(x), used),
+        lambda x: np.concatenate([task.data_residuals(x), params.prior_residuals(x)]),
         np.log(start),
         bounds=(np.log(lower), np.log(upper)),
         diff_step=1e-3,
     )
     fitted = {n: round(float(v), 4) for n, v in zip(names, np.exp(result.x), strict=True)}
-    base = residuals(model(result.x), used)
-    unconstrained = []
-    for i, name in enumerate(names):
-        nudged = result.x.copy()
-        nudged[i] += 0.1  # +10 %
-        if np.max(np.abs(residuals(model(nudged), used) - base)) < 1e-9:
-            unconstrained.append(name)
+    unconstrained = _unmoved(result.x, names, task.data_residuals)
     at_bound = [
         n
         for n, v, lo, hi in zip(names, fitted.values(), lower, upper, strict=True)
         if v <= lo * 1.001 or v >= hi * 0.999
     ]
     # A parameter no training cell constrains takes the value of the sibling
-    # the profile says it behaves like (calibration.like), if that one was fitted.
+    # it is declared to behave like (calibration.like), if that one was fitted.
     x = result.x.copy()
-    for name, sibling in (raw.get("calibration", {}).get("like") or {}).items():
+    for name, sibling in task.like.items():
         if name in unconstrained and sibling in names and sibling not in unconstrained:
             x[names.index(name)] = x[names.index(sibling)]
             fitted[name] = fitted[sibling]
-    spread = _intervals(result, names, lower, upper, unconstrained)
-    return Fit(model(x), fitted, unconstrained, at_bound, used, spread)
+    covariance = _covariance(result, len(result.fun) - len(params.prior_residuals(result.x)))
+    spread = _intervals(result, params, unconstrained, covariance)
+    unpinned = _unpinned(params, spread, unconstrained, at_bound)
+    return Fit(task.profiles(x), fitted, unconstrained, at_bound, used, spread, unpinned, covariance)
+
+
+def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True) -> Fit:
+    """Fit one profile's ``calibration.fit`` on the rows ``use`` accepts, the stacks' costs held."""
+    name = str(raw.get("name"))
+
+    def realise(data: dict[str, Any]) -> dict[str, Profile]:
+        resolved = with_stacks(inherit(data, name), load_stacks(), sets_own_app(data))
+        return {name: Profile.model_validate(resolved)}
+
+    like = raw.get("calibration", {}).get("like") or {}
+    return solve(Task(raw, fit_parameters(raw), realise, {name: [r for r in rows if use(r)]}, like))
+
+
+def _unmoved(
+    x: np.ndarray, names: list[str], data_residuals: Callable[[np.ndarray], np.ndarray]
+) -> list[str]:
+    """Parameters that no cell responds to: a 10 % change moves no residual at all."""
+    base = data_residuals(x)
+    unmoved = []
+    for i, name in enumerate(names):
+        nudged = x.copy()
+        nudged[i] += 0.1
+        if np.max(np.abs(data_residuals(nudged) - base)) < 1e-9:
+            unmoved.append(name)
+    return unmoved
+
+
+def _unpinned(
+    params: Parameters, spread: dict[str, tuple[float, float]], unconstrained: list[str], at_bound: list[str]
+) -> dict[str, str]:
+    """Why each parameter the data do not pin is not pinned (absent: it is pinned)."""
+    reasons = {}
+    for name, low, high in zip(params.names, params.lower, params.upper, strict=True):
+        width = math.log(spread[name][1] / spread[name][0])
+        prior = params.priors.get(name)
+        if name in unconstrained:
+            reasons[name] = "no cell moves it"
+        elif name in at_bound:
+            reasons[name] = "at a bound of its range"
+        elif prior is not None and width >= PRIOR_WIDTH_SHARE * 2 * 1.96 * prior.sigma:
+            reasons[name] = "its interval is as wide as its prior's"
+        elif prior is None and width >= PRIOR_WIDTH_SHARE * math.log(high / low):
+            reasons[name] = "its interval spans its range"
+    return reasons
+
+
+def _covariance(result: Any, data_rows: int) -> np.ndarray:
+    """Posterior covariance of the log parameters: the inverse of the cells' and priors' information.
+
+    The cells' information is their Jacobian over the residual variance (at
+    least SOLVER_FLOOR² a cell: the fit runs the analytic MVA solution,
+    which agrees with the simulator only that closely); the priors' is
+    theirs over PRIOR_WEIGHT².  A direction neither sees (a parameter
+    without a prior that only matters summed with another, say) has no
+    finite variance: its parameters' rows and columns are NaN.
+    """
+    jac, residual = np.asarray(result.jac), np.asarray(result.fun)
+    dof = max(1, data_rows - jac.shape[1])
+    variance = max(float(residual[:data_rows] @ residual[:data_rows]) / dof, SOLVER_FLOOR**2)
+    data_jac, prior_jac = jac[:data_rows], jac[data_rows:]
+    information = data_jac.T @ data_jac / variance + prior_jac.T @ prior_jac / PRIOR_WEIGHT**2
+    values, vectors = np.linalg.eigh(information)
+    seen = values > max(float(values.max()), 1e-300) * 1e-9
+    covariance = (vectors[:, seen] / values[seen]) @ vectors[:, seen].T
+    blind = np.sum(vectors[:, ~seen] ** 2, axis=1) > 1e-6
+    covariance[blind, :] = np.nan
+    covariance[:, blind] = np.nan
+    return covariance
 
 
 def _intervals(
-    result: Any, names: list[str], lower: list[float], upper: list[float], unconstrained: list[str]
+    result: Any, params: Parameters, unconstrained: list[str], covariance: np.ndarray
 ) -> dict[str, tuple[float, float]]:
-    """95 % intervals in log space: residual variance times (JᵀJ)⁻¹, clipped to the bounds.
-
-    The variance is at least SOLVER_FLOOR² a residual, because the fit runs
-    the analytic MVA solution, which agrees with the simulator only that
-    closely; a direction of parameter space the cells do not see (two
-    costs only whose sum matters, say) leaves its parameters their whole
-    physical range.
-    """
-    jac, residual = np.asarray(result.jac), np.asarray(result.fun)
-    dof = max(1, len(residual) - len(names))
-    variance = max(float(residual @ residual) / dof, SOLVER_FLOOR**2)
-    _, singular, vt = np.linalg.svd(jac, full_matrices=False)
-    seen = singular > singular.max() * 1e-6 if singular.size else singular > 0
-    sigma = np.sqrt(variance * np.sum((vt[seen] ** 2) / (singular[seen, None] ** 2), axis=0))
-    blind = np.sum(vt[~seen] ** 2, axis=0) > 1e-6  # has a part the cells cannot see
+    """95 % posterior intervals, clipped to the bounds; a blind parameter spans its whole range."""
     spread = {}
-    for i, name in enumerate(names):
-        if name in unconstrained or blind[i]:
-            spread[name] = (lower[i], upper[i])
+    for i, name in enumerate(params.names):
+        sigma = float(np.sqrt(covariance[i, i]))
+        if math.isnan(sigma) or (name in unconstrained and name not in params.priors):
+            spread[name] = (params.lower[i], params.upper[i])
             continue
-        low = max(math.log(lower[i]), result.x[i] - 1.96 * sigma[i])
-        high = min(math.log(upper[i]), result.x[i] + 1.96 * sigma[i])
+        low = max(math.log(params.lower[i]), result.x[i] - 1.96 * sigma)
+        high = min(math.log(params.upper[i]), result.x[i] + 1.96 * sigma)
         spread[name] = (math.exp(low), math.exp(high))
     return spread
 
@@ -187,22 +317,6 @@ def evaluate(profile: Profile, rows: Sequence[Measured], seed: int = 1) -> list[
     return cells
 
 
-def holdouts(rows: Sequence[Measured]) -> list[tuple[str, Callable[[Measured], bool]]]:
-    """Cross-validation splits: reads predict writes; lower link speeds predict the highest."""
-    splits: list[tuple[str, Callable[[Measured], bool]]] = [
-        ("fit on reads, predict writes", lambda r: "read" in r.point.rw)
-    ]
-    speeds = sorted({r.point.link_gbps for r in rows if r.point.transport != "local"})
-    if len(speeds) > 1:
-        top = speeds[-1]
-        splits.append((f"fit without the {top:g} Gb/s cells, predict them", _not_at(top)))
-    return splits
-
-
-def _not_at(gbps: float) -> Callable[[Measured], bool]:
-    return lambda row: row.point.link_gbps != gbps
-
-
 def load_raw(name: str) -> dict[str, Any]:
     path = Path(name) if Path(name).suffix else profile_path(name)
     if not path.is_file():
@@ -218,81 +332,3 @@ def table_for(raw: dict[str, Any], data_dir: str | Path | None) -> list[Measured
     if not table:
         raise SanlabError(f"profile {raw.get('name')}: calibration.data names no table")
     return load_table(calibration_dir(data_dir) / table, raw["name"])
-
-
-def write_fit(name: str, result: Fit, summary: dict[str, Any]) -> Path:
-    """Write NAME.fit.yaml beside the hand-written profile, atomically."""
-    path = fit_path(profile_path(name))
-    document = {
-        "profile": name,
-        "written": datetime.date.today().isoformat(),
-        "note": "written by 'sanlab calibrate --write'; do not edit by hand",
-        "parameters": result.params,
-        "result": summary,
-    }
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.safe_dump(document, sort_keys=False, width=100))
-    tmp.replace(path)
-    clear_cache()
-    return path
-
-
-@dataclass(frozen=True)
-class Holdout:
-    """One cross-validation split: fitted without some cells, scored on them."""
-
-    label: str
-    iops_mape_pct: float | None
-    cells: int
-    unconstrained: tuple[str, ...]  # parameters no training cell constrained
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """A profile fitted to its published table, every cell's error, and the cross-validation."""
-
-    name: str
-    result: Fit
-    cells: list[CellError]
-    holdouts: list[Holdout]
-
-    @property
-    def network(self) -> list[CellError]:
-        """The cells that cross a network (not the device measured alone)."""
-        return [c for c in self.cells if c.row.point.transport != "local"]
-
-    def summary(self) -> dict[str, Any]:
-        """What NAME.fit.yaml records of the fit and the README quotes."""
-        iops = mape([c.iops_error for c in self.network])
-        lat = mape([c.latency_error for c in self.network])
-        summary: dict[str, Any] = {
-            "fitted_parameters": len(self.result.params),
-            "cells": len(self.cells),
-            "network_cells": len(self.network),
-            "iops_mape_pct": round(iops, 2) if iops is not None else None,
-        }
-        if lat is not None:
-            summary["lat_mape_pct"] = round(lat, 2)
-        if self.holdouts:
-            summary["cross_validation"] = {
-                h.label: round(h.iops_mape_pct, 2) if h.iops_mape_pct is not None else None
-                for h in self.holdouts
-            }
-        return summary
-
-
-def calibrate_profile(
-    name: str, data: Path | None, cross_validate: bool = True, seed: int = 1
-) -> Calibration:
-    """Fit profile ``name`` to its table (in ``data`` or the default folder) and score it."""
-    raw = load_raw(name)
-    rows = table_for(raw, data)
-    result = fit(raw, rows)
-    cells = evaluate(result.profile, rows, seed)
-    splits = []
-    for label, use in holdouts(rows) if cross_validate else []:
-        held = fit(raw, rows, use)
-        unseen = [r for r in rows if not use(r) and r.point.transport != "local"]
-        score = mape([c.iops_error for c in evaluate(held.profile, unseen, seed)])
-        splits.append(Holdout(label, score, len(unseen), tuple(held.unconstrained)))
-    return Calibration(name, result, cells, splits)

@@ -27,18 +27,15 @@ from typing import Any
 
 import yaml
 
-from sanlab.models.calibrate import Fit, evaluate, fit, load_raw
+from sanlab.models.calibrate import Fit, evaluate, fit
 from sanlab.models.metrics import mape
 from sanlab.models.network import Point, default_stack
 from sanlab.models.params import get_param, set_param
 from sanlab.models.profile import (
     Profile,
-    apply_fit,
     clear_cache,
-    inherit,
     load_profile,
     profile_names,
-    profile_path,
     stack_cost,
     user_profile_dir,
 )
@@ -47,7 +44,6 @@ from sanlab.scenarios.errors import SanlabError
 
 # Physical ranges for what the records can pin (kcycles per I/O, µs, kcycles per packet).
 STACK_RANGE = (0.2, 500.0)
-APP_RANGE = (0.3, 50.0)
 ONE_WAY_RANGE = (0.2, 20.0)
 PER_PACKET_RANGE = (0.05, 20.0)
 
@@ -93,11 +89,13 @@ def _measured(record: dict[str, Any], profile: Profile) -> Measured:
 def starting_profile(base: str, name: str, rows: list[Measured]) -> dict[str, Any]:
     """The base profile resolved into one self-contained document, with the costs of
     every stack the records use made its own, and the parameters to fit."""
-    profile = Profile.model_validate(inherit(apply_fit(load_raw(base), profile_path(base)), base))
+    profile = load_profile(base)
     raw = profile.model_dump(mode="json")
     raw["name"] = name
-    raw["costs_from"] = []
-    fit: dict[str, list[float]] = {"initiator.app_kcycles_per_io": list(APP_RANGE)}
+    # The application's cost is the stacks' (fitted to the published tables)
+    # and is not refitted: on any initiator it only ever adds to each
+    # transport's own cost, so the records could pin the sums, never the parts.
+    fit: dict[str, list[float]] = {}
     for row in rows:
         p = row.point
         stack = p.target_stack or default_stack(profile, p.transport)
@@ -119,7 +117,7 @@ def calibrate_runs(dirs: list[Path], name: str, base: str) -> tuple[Fit, list[Me
     """Fit a profile called ``name`` to the runs in ``dirs``; nothing is written."""
     if name in profile_names(shipped_only=True):
         raise SanlabError(f"--name {name}: a shipped profile has that name; choose another")
-    rows = rows_from_runs(dirs, Profile.model_validate(inherit(load_raw(base), base)))
+    rows = rows_from_runs(dirs, load_profile(base))
     raw = starting_profile(base, name, rows)
     rows = [dataclasses.replace(r, point=dataclasses.replace(r.point, profile=name)) for r in rows]
     return fit(raw, rows), rows, raw
@@ -156,7 +154,8 @@ def calibrate_and_write(dirs: list[Path], name: str, base: str, seed: int = 1) -
     """Fit, write the profile, and score it: ``{"profile", "parameters", "cells", "iops_mape_pct"}``.
 
     Each parameter has its value, its 95 % interval and whether the cells
-    pinned it (an interval narrower than its physical range).
+    pinned it (not at a bound, and an interval clearly narrower than its
+    physical range).
     """
     result, rows, raw = calibrate_runs(dirs, name, base)
     path = write_profile(raw, result, dirs, base)
@@ -165,7 +164,7 @@ def calibrate_and_write(dirs: list[Path], name: str, base: str, seed: int = 1) -
         param: {
             "value": value,
             "interval_95": list(result.intervals[param]),
-            "pinned": result.intervals[param] != tuple(raw["calibration"]["fit"][param]),
+            "pinned": param not in result.unpinned,
         }
         for param, value in result.params.items()
     }

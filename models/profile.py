@@ -11,6 +11,7 @@ never appear here except through ``sanlab calibrate``, which fits the
 
 from __future__ import annotations
 
+import copy
 import os
 from importlib import resources
 from pathlib import Path
@@ -62,9 +63,14 @@ class Nic(_Strict):
     fabrics: list[Literal["eth", "roce", "iwarp", "ib"]]
     link_gbps: list[float]
     toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
+    # TSO/GSO on send and GRO on receive, on by default in Linux on every NIC
+    # here: the host's TCP path runs once per super-packet, not per frame.
+    gso_gro: bool = Field(True, description="segmentation and receive offload (TSO/GSO, GRO)")
     mtu: int = 1500
     one_way_us: float = Field(2.0, ge=0, description="NIC + wire + switch latency, one way")
-    host_kcycles_per_packet: float = Field(1.0, ge=0, description="host CPU per frame (software TCP)")
+    host_kcycles_per_packet: float = Field(
+        1.0, ge=0, description="host CPU per packet its TCP stack handles (super-packet with gso_gro)"
+    )
     pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
     # The slot, where a NIC names it: pcie_gbps then follows from the physics (models/pcie.py).
     pcie: PcieSlot | None = None
@@ -99,7 +105,9 @@ class StackCost(_Strict):
     """CPU cycles one storage stack spends on an I/O, on each side.
 
     ``target_*`` is spent on the connection's (or queue's) serving thread,
-    ``initiator_*`` on top of the application's own per-I/O work.
+    ``initiator_*`` on top of the application's own per-I/O work.  The
+    per-byte costs are paid for the data a side receives (a read's on the
+    initiator, a write's on the target): receivers copy, senders do not.
     """
 
     target_kcycles_per_io: float = Field(ge=0)
@@ -107,6 +115,38 @@ class StackCost(_Strict):
     initiator_kcycles_per_io: float = Field(ge=0)
     initiator_cycles_per_byte: float = Field(0.0, ge=0)
     calibrated_on: str = ""
+
+
+class SideCost(_Strict):
+    """What one side's software spends on an I/O: cycles per I/O and per data byte it receives."""
+
+    kcycles_per_io: float = Field(0.0, ge=0)
+    cycles_per_byte: float = Field(0.0, ge=0)
+
+
+class Stacks(_Strict):
+    """The software stacks' costs (models/stacks.yaml), shared by every profile.
+
+    A cost belongs to the software that spends it, not to a machine: the
+    application and block layer, Linux's initiator for each transport, and
+    each target stack.  In cycles, so they carry across CPUs by clock.
+    """
+
+    application: SideCost
+    initiators: dict[str, SideCost]
+    targets: dict[str, SideCost] = Field(description="'stack/transport'")
+    calibration: dict[str, Any] = Field(default_factory=dict)
+
+    def cost(self, key: str) -> StackCost:
+        """The combined cost of target stack ``key`` ('stack/transport') and its transport's initiator."""
+        target, initiator = self.targets[key], self.initiators.get(key.split("/")[1], SideCost())
+        return StackCost(
+            target_kcycles_per_io=target.kcycles_per_io,
+            target_cycles_per_byte=target.cycles_per_byte,
+            initiator_kcycles_per_io=initiator.kcycles_per_io,
+            initiator_cycles_per_byte=initiator.cycles_per_byte,
+            calibrated_on="stacks",
+        )
 
 
 class Profile(_Strict):
@@ -126,8 +166,9 @@ class Profile(_Strict):
     max_transfer: dict[str, int] = Field(
         default_factory=dict, description="transport -> largest request the block layer sends"
     )
-    costs: dict[str, StackCost] = Field(default_factory=dict, description="'stack/transport'")
-    costs_from: list[str] = Field(default_factory=list, description="profiles to borrow costs from")
+    costs: dict[str, StackCost] = Field(
+        default_factory=dict, description="'stack/transport': the stacks' costs, or the profile's own"
+    )
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:
@@ -168,6 +209,9 @@ class Profile(_Strict):
 
 
 PROFILE_DIR = Path(str(resources.files("sanlab.models.profiles")))
+STACKS_FILE = Path(str(resources.files("sanlab.models"))) / "stacks.yaml"
+# The stacks' document in a joint fit, and the prefix of its parameters' names.
+STACKS = "stacks"
 # Stacks without calibration data of their own borrow the costs of the most
 # similar calibrated stack; models/README.md says why each pairing is fair.
 STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio", "spdk": "nvmet"}
@@ -248,7 +292,8 @@ def load_profile(name_or_path: str) -> Profile:
                 ]
             )
         path = profile_path(name_or_path)
-    data = inherit(apply_fit(read_yaml(path), path), str(path))
+    own = apply_fit(read_yaml(path), path)
+    data = with_stacks(inherit(copy.deepcopy(own), str(path)), load_stacks(), sets_own_app(own))
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
@@ -295,17 +340,56 @@ def inherit(data: Any, source: str) -> Any:
 
 def clear_cache() -> None:
     _CACHE.clear()
+    _STACKS.clear()
+
+
+_STACKS: dict[str, Stacks] = {}
+
+
+def load_stacks() -> Stacks:
+    """The stacks' costs: models/stacks.yaml with its fitted values (stacks.fit.yaml) laid over."""
+    if "" not in _STACKS:
+        _STACKS[""] = parse_stacks(apply_fit(read_yaml(STACKS_FILE), STACKS_FILE), str(STACKS_FILE))
+    return _STACKS[""]
+
+
+def parse_stacks(data: Any, source: str) -> Stacks:
+    try:
+        return Stacks.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(problems_from(exc, source, Stacks)) from None
+
+
+def sets_own_app(own: Any) -> bool:
+    """Whether a profile's own file gives its initiator an application cost (a user's fitted profile does)."""
+    side = own.get("initiator") if isinstance(own, dict) else None
+    return isinstance(side, dict) and "app_kcycles_per_io" in side
+
+
+def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
+    """A profile's data with the stacks' costs filled in.
+
+    The initiator's application cost is the stacks' unless the profile sets
+    its own; every target stack's cost, joined with its transport's
+    initiator, goes under ``costs``, where a cost the profile gives itself
+    (a profile fitted to the user's runs) wins.
+    """
+    if not isinstance(data, dict):
+        return data
+    if not own_app and isinstance(data.get("initiator"), dict):
+        data["initiator"] = dict(data["initiator"], app_kcycles_per_io=stacks.application.kcycles_per_io)
+    library = {key: stacks.cost(key).model_dump() for key in stacks.targets}
+    data["costs"] = library | dict(data.get("costs") or {})
+    return data
 
 
 def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:
-    """The costs of ``stack/transport``: own, borrowed, or a stand-in stack's."""
-    chain = [profile] + [load_profile(n) for n in profile.costs_from]
+    """The costs of ``stack/transport``, or of its stand-in stack's."""
     for candidate in (stack, STACK_STAND_INS.get(stack, stack)):
-        for prof in chain:
-            cost = prof.costs.get(f"{candidate}/{transport}")
-            if cost is not None:
-                return cost
-    known = sorted({k for p in chain for k in p.costs})
+        cost = profile.costs.get(f"{candidate}/{transport}")
+        if cost is not None:
+            return cost
+    known = sorted(profile.costs)
     raise ScenarioError(
         [
             Problem(

@@ -2,20 +2,24 @@
 
 These are the issue's goals, checked cell by cell from the simulator: Zeta
 2016 IOPS MAPE <= 10 %; StarWind 2024 IOPS MAPE <= 15 % and mean-latency
-MAPE <= 25 % over its 24 network rows.  A refit must reproduce the committed
-fit, so the profiles in the repository are never stale.
+MAPE <= 25 % over its 24 network rows.  A refit (one joint fit of the
+stacks' costs and both benches' hardware) must reproduce the committed fit,
+so the profiles in the repository are never stale.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from sanlab.models.calibrate import evaluate, fit, holdouts, load_raw, table_for
+from sanlab.models.calibrate import evaluate, load_raw, solve, table_for
+from sanlab.models.calibrate_studies import calibrate, holdouts, joint_task, load_studies
 from sanlab.models.metrics import mape
-from sanlab.models.profile import load_profile
+from sanlab.models.profile import STACKS, load_profile
 from support import REPO
 
 
@@ -43,24 +47,47 @@ def test_starwind_24_network_rows(starwind):
     assert mape([c.latency_error for c in cells]) <= 25.0
 
 
-@pytest.mark.parametrize("name", ["zeta-2016", "starwind-2024"])
-def test_committed_fit_is_reproducible(name, calibration_dir):
-    raw = load_raw(name)
-    result = fit(raw, table_for(raw, calibration_dir))
-    committed = load_raw(str(REPO / "models/profiles" / f"{name}.fit.yaml"))["parameters"]
-    assert committed.keys() == result.params.keys()
+@pytest.fixture(scope="module")
+def studies(calibration_dir):
+    return load_studies(None, calibration_dir)
+
+
+def test_committed_fit_is_reproducible(studies):
+    result = solve(joint_task(studies))
+    committed = {
+        label: load_raw(str(path))["parameters"]
+        for label, path in [
+            (STACKS, REPO / "models/stacks.fit.yaml"),
+            *((s.name, REPO / "models/profiles" / f"{s.name}.fit.yaml") for s in studies),
+        ]
+    }
+    flat = {f"{label}.{key}": value for label, values in committed.items() for key, value in values.items()}
+    assert flat.keys() == result.params.keys()
     for key, value in result.params.items():
-        assert value == pytest.approx(committed[key], rel=0.02), key
+        assert value == pytest.approx(flat[key], rel=0.02), key
     assert len(result.params) < len(result.used) / 2
 
 
-def test_cross_validation_predicts_unseen_zeta_cells(zeta):
-    raw = load_raw("zeta-2016")
-    for label, use in holdouts(zeta):
-        held = fit(raw, zeta, use)
-        unseen = [r for r in zeta if not use(r)]
-        score = mape([c.iops_error for c in evaluate(held.profile, unseen)])
-        assert score < 25.0, label
+def test_one_linux_initiator_has_one_cost_in_every_profile():
+    """The default's NVMe/RDMA and iSER initiators come from one fit, with one application cost."""
+    costs = {name: load_profile(name) for name in ("zeta-2016", "starwind-2024", "modern-100g")}
+    apps = {p.initiator.app_kcycles_per_io for p in costs.values()}
+    assert len(apps) == 1
+    iscsi = {p.costs["scst/iscsi"].initiator_kcycles_per_io for p in costs.values()}
+    iscsi |= {p.costs["spdk/iscsi"].initiator_kcycles_per_io for p in costs.values()}
+    assert len(iscsi) == 1
+
+
+def test_cross_validation_predicts_unseen_cells(studies):
+    """Within a bench the unseen cells are predicted within 25 %; a whole bench left out within 35 %."""
+    for label, use in holdouts(studies):
+        held = solve(joint_task(studies, use))
+        errors = []
+        for study in studies:
+            unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
+            errors += [c.iops_error for c in evaluate(held.profiles[study.name], unseen)]
+        limit = 35.0 if label.startswith("leave") else 25.0
+        assert mape(errors) < limit, label
 
 
 def test_no_published_figure_inside_model_code(zeta, starwind):
@@ -72,3 +99,25 @@ def test_no_published_figure_inside_model_code(zeta, starwind):
         text = Path(path).read_text()
         numbers = set(re.findall(r"\d+(?:\.\d+)?", text))
         assert not (numbers & figures), f"{path} contains published figures {numbers & figures}"
+
+
+def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_dir):
+    """What stacks.fit.yaml (and so the READMEs) quote is what `sanlab calibrate` prints, seed 1."""
+    committed = load_raw(str(REPO / "models/stacks.fit.yaml"))["result"]
+    fresh = calibrate(None, calibration_dir, cross_validate=True, seed=1).summary()
+    assert fresh["cross_validation"] == committed["cross_validation"]
+    assert fresh["studies"] == committed["studies"]
+    readme = (REPO / "models/README.md").read_text()
+    for label, figure in committed["cross_validation"].items():
+        assert f"{figure:.1f} %" in readme, label
+
+
+def test_writing_a_fit_of_one_study_is_refused_before_fitting():
+    """The stacks' costs belong to every study: refitting them from one would silently drop the other."""
+    before = (REPO / "models/stacks.fit.yaml").read_text()
+    run = subprocess.run(
+        [sys.executable, "-m", "sanlab", "calibrate", "zeta-2016", "--write"], capture_output=True, text=True
+    )
+    assert run.returncode == 1 and "include starwind-2024" in run.stderr + run.stdout
+    assert "fitting" not in run.stdout
+    assert (REPO / "models/stacks.fit.yaml").read_text() == before

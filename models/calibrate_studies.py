@@ -1,0 +1,283 @@
+"""The published tables fitted together: the software stacks' costs shared, each bench's hardware its own.
+
+The Zeta 2016 and StarWind 2024 benches both run Linux initiators, so an
+iSCSI initiator's cycles per I/O are one parameter fitted to both tables,
+not two parameters that each absorb what their own table leaves over.  What
+differs between the benches - NICs, the drive, the RAM disk - stays with
+each bench's profile.  Cross-validation then includes what a new user's
+hardware looks like to the model: every study left out in turn and
+predicted from the others (its own hardware at its priors).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from sanlab.models.calibrate import (
+    CellError,
+    Fit,
+    Task,
+    evaluate,
+    fit_parameters,
+    load_raw,
+    solve,
+    table_for,
+)
+from sanlab.models.metrics import mape
+from sanlab.models.priors import Prior
+from sanlab.models.profile import (
+    STACKS,
+    STACKS_FILE,
+    Profile,
+    clear_cache,
+    fit_path,
+    inherit,
+    parse_stacks,
+    profile_names,
+    profile_path,
+    with_stacks,
+)
+from sanlab.models.published import Measured
+from sanlab.models.uncertainty import clear_posterior
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.loader import read_yaml
+
+Use = Callable[[Measured], bool]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One published bench: its profile (as written by hand) and its table."""
+
+    name: str
+    raw: dict[str, Any]
+    rows: list[Measured]
+
+
+def study_names() -> list[str]:
+    """The shipped profiles that describe a published bench (they name a calibration table)."""
+    return [n for n in profile_names(shipped_only=True) if load_raw(n).get("calibration", {}).get("data")]
+
+
+def load_studies(names: list[str] | None, data_dir: Path | None) -> list[Study]:
+    known = study_names()
+    chosen = names or known
+    unknown = sorted(set(chosen) - set(known))
+    if unknown:
+        raise SanlabError(f"{', '.join(unknown)}: not a calibrated study (use {', '.join(known)})")
+    studies = []
+    for name in chosen:
+        raw = load_raw(name)
+        studies.append(Study(name, raw, table_for(raw, data_dir)))
+    return studies
+
+
+def stacks_raw() -> dict[str, Any]:
+    """models/stacks.yaml as written: the starting values of a fit."""
+    data = read_yaml(STACKS_FILE)
+    if not isinstance(data, dict):
+        raise SanlabError(f"{STACKS_FILE}: must be a mapping")
+    return data
+
+
+def joint_task(studies: list[Study], use: Use = lambda r: True) -> Task:
+    """One fit of the stacks' costs and every study's hardware, on the rows ``use`` accepts."""
+    stacks = stacks_raw()
+    params = fit_parameters(stacks, prefix=f"{STACKS}.", prior_prefix=f"{STACKS}.")
+    for study in studies:
+        params = params + fit_parameters(study.raw, prefix=f"{study.name}.")
+    document = {STACKS: stacks} | {s.name: s.raw for s in studies}
+    like = {
+        f"{STACKS}.{name}": f"{STACKS}.{sibling}"
+        for name, sibling in (stacks.get("calibration", {}).get("like") or {}).items()
+    }
+
+    def realise(data: dict[str, Any]) -> dict[str, Profile]:
+        costs = parse_stacks(data[STACKS], str(STACKS_FILE))
+        return {
+            s.name: Profile.model_validate(with_stacks(inherit(data[s.name], s.name), costs)) for s in studies
+        }
+
+    rows = {s.name: [r for r in s.rows if use(r)] for s in studies}
+    return Task(document, params, realise, rows, like)
+
+
+def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:
+    """Cross-validation splits: reads predict writes; a bench's fastest link from its slower
+    ones; and, with several studies, each study from the others alone."""
+    splits: list[tuple[str, Use]] = [("fit on reads, predict writes", lambda r: "read" in r.point.rw)]
+    for study in studies:
+        speeds = sorted({r.point.link_gbps for r in study.rows if r.point.transport != "local"})
+        if len(speeds) > 1:
+            label = f"{study.name}: fit without its {speeds[-1]:g} Gb/s cells, predict them"
+            splits.append((label, _not_at(study.rows, speeds[-1])))
+    if len(studies) > 1:
+        for study in studies:
+            splits.append((f"leave {study.name} out, predict it", _not_in(study.rows)))
+    return splits
+
+
+def _not_at(rows: list[Measured], gbps: float) -> Use:
+    return _not_in([r for r in rows if r.point.link_gbps == gbps])
+
+
+def _not_in(rows: list[Measured]) -> Use:
+    held = {id(r) for r in rows}
+    return lambda row: id(row) not in held
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """One cross-validation split: fitted without some cells, scored on them."""
+
+    label: str
+    iops_mape_pct: float | None
+    cells: int
+    unconstrained: tuple[str, ...]  # parameters no training cell moved
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The joint fit, every study's cells, the cross-validation and the priors it leaned on."""
+
+    result: Fit
+    cells: dict[str, list[CellError]]
+    holdouts: list[Holdout]
+    priors: dict[str, Prior] = field(default_factory=dict)
+
+    def study_summary(self, name: str) -> dict[str, Any]:
+        """What NAME.fit.yaml records of the fit and the README quotes."""
+        cells = self.cells[name]
+        network = [c for c in cells if c.row.point.transport != "local"]
+        iops = mape([c.iops_error for c in network])
+        lat = mape([c.latency_error for c in network])
+        own = [p for p in self.result.params if p.startswith(f"{name}.")]
+        summary: dict[str, Any] = {
+            "fitted_parameters": len(own),
+            "cells": len(cells),
+            "network_cells": len(network),
+            "iops_mape_pct": round(iops, 2) if iops is not None else None,
+        }
+        if lat is not None:
+            summary["lat_mape_pct"] = round(lat, 2)
+        return summary
+
+    def summary(self) -> dict[str, Any]:
+        """What stacks.fit.yaml records: the fit as a whole and its cross-validation."""
+        shared = [p for p in self.result.params if p.startswith(f"{STACKS}.")]
+        return {
+            "fitted_parameters": len(self.result.params),
+            "shared_stack_parameters": len(shared),
+            "studies": {name: self.study_summary(name) for name in self.cells},
+            "cross_validation": {
+                h.label: round(h.iops_mape_pct, 2) if h.iops_mape_pct is not None else None
+                for h in self.holdouts
+            },
+        }
+
+
+def calibrate(
+    names: list[str] | None, data: Path | None, cross_validate: bool = True, seed: int = 1
+) -> Calibration:
+    """Fit the stacks and the named studies (default: all) together, and score every cell."""
+    studies = load_studies(names, data)
+    task = joint_task(studies)
+    result = solve(task)
+    cells = {s.name: evaluate(result.profiles[s.name], s.rows, seed) for s in studies}
+    splits = (
+        [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
+    )
+    return Calibration(result, cells, splits, task.params.priors)
+
+
+def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
+    held = solve(joint_task(studies, use))
+    errors = []
+    for study in studies:
+        unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
+        errors += [c.iops_error for c in evaluate(held.profiles[study.name], unseen, seed)]
+    return Holdout(label, mape(errors), len(errors), tuple(held.unconstrained))
+
+
+def check_write(names: list[str] | None) -> None:
+    """Refuse to write a fit of only some studies: the stacks' costs belong to all of them."""
+    known = study_names()
+    missing = sorted(set(known) - set(names or known))
+    if missing:
+        raise SanlabError(
+            f"--write refits the stacks' costs, which every study shares: include {', '.join(missing)}"
+        )
+
+
+def write(done: Calibration) -> list[Path]:
+    """Write stacks.fit.yaml and every study's NAME.fit.yaml, atomically; refuse a partial fit."""
+    check_write(list(done.cells))
+    paths = [
+        _write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), _posterior(done.result))
+    ]
+    for name in done.cells:
+        paths.append(_write(fit_path(profile_path(name)), name, done, f"{name}.", done.study_summary(name)))
+    clear_cache()
+    clear_posterior()
+    return paths
+
+
+class _Row(list[Any]):
+    """A short list written on one line (an interval, a row of the covariance)."""
+
+
+class _FitDumper(yaml.SafeDumper):
+    """Block style, except that a _Row goes on one line."""
+
+
+_FitDumper.add_representer(
+    _Row, lambda dumper, row: dumper.represent_sequence("tag:yaml.org,2002:seq", row, flow_style=True)
+)
+
+
+def _posterior(result: Fit) -> dict[str, Any]:
+    """Every fitted parameter's name and the posterior covariance of their logs (null: unseen),
+    which projections use to say what the tables leave open (models/uncertainty.py)."""
+    names = list(result.params)
+    cov = result.covariance if result.covariance is not None else np.full((len(names), len(names)), np.nan)
+    rows = [_Row(None if np.isnan(v) else float(f"{v:.4g}") for v in row) for row in cov]
+    return {"names": names, "log_covariance": rows}
+
+
+def _write(
+    path: Path,
+    label: str,
+    done: Calibration,
+    prefix: str,
+    summary: dict[str, Any],
+    posterior: dict[str, Any] | None = None,
+) -> Path:
+    result = done.result
+
+    def own(values: dict[str, Any]) -> dict[str, Any]:
+        return {n[len(prefix) :]: v for n, v in values.items() if n.startswith(prefix)}
+
+    document = {
+        "profile": label,
+        "written": datetime.date.today().isoformat(),
+        "note": "written by 'sanlab calibrate --write' (one joint fit); do not edit by hand",
+        "parameters": own(result.params),
+        "intervals_95": own(
+            {n: _Row([round(lo, 4), round(hi, 4)]) for n, (lo, hi) in result.intervals.items()}
+        ),
+        "not_pinned": own(result.unpinned),
+        "result": summary,
+    }
+    if posterior:
+        document["posterior"] = posterior
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.dump(document, Dumper=_FitDumper, sort_keys=False, width=100))
+    tmp.replace(path)
+    return path
