@@ -181,13 +181,29 @@ def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[fl
     init, tgt = prof.initiator, prof.target
     backend = prof.backends[point.backend or prof.default_backend]
     digested = digested_bytes(point, pdus)
+    to_initiator, to_target = received_bytes(point)
     init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
-    init_cpu += point.bs * cost.initiator_cycles_per_byte / 1000 / init.ghz
+    init_cpu += to_initiator * cost.initiator_cycles_per_byte / 1000 / init.ghz
     init_cpu += digested * init.crc32c_cycles_per_byte / 1000 / init.ghz
-    tgt_cycles_per_byte = cost.target_cycles_per_byte + backend.target_cycles_per_byte
-    tgt_cpu = cost.target_kcycles_per_io / tgt.ghz + point.bs * tgt_cycles_per_byte / 1000 / tgt.ghz
+    tgt_cycles = cost.target_kcycles_per_io * 1000 + to_target * cost.target_cycles_per_byte
+    tgt_cycles += point.bs * backend.target_cycles_per_byte  # the backend copies either way
+    tgt_cpu = tgt_cycles / 1000 / tgt.ghz
     tgt_cpu += digested * tgt.crc32c_cycles_per_byte / 1000 / tgt.ghz
     return init_cpu, tgt_cpu
+
+
+def received_bytes(point: Point) -> tuple[int, int]:
+    """Data bytes of one I/O that the initiator and the target each receive.
+
+    A stack's per-byte cost is a receive cost: Linux's TCP senders hand
+    the data pages to the socket without copying them (open-iscsi and the
+    nvme-tcp host through sendpage, LIO's iscsit_fe_sendpage_sg, nvmet-tcp's
+    kernel_sendpage), while every receiver copies each byte out of the
+    socket buffers into the I/O's pages (skb_copy_datagram_iter,
+    skb_copy_bits).  So a read costs the initiator per byte and a write the
+    target, which is why reads and writes differ where the stacks do.
+    """
+    return (point.bs, 0) if "read" in point.rw else (0, point.bs)
 
 
 # Bytes a header digest covers per PDU: iSCSI's basic header segment; NVMe/TCP's
@@ -201,11 +217,22 @@ def digested_bytes(point: Point, pdus: int) -> int:
     return data + (pdus * DIGESTED_HEADER if point.header_digest else 0)
 
 
-def _fixed_us(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> float:
-    """What every I/O waits however idle the machines are: flights on the wire, wake-ups, the device."""
+def _delays(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> list[Station]:
+    """What every I/O waits however idle the machines are, hop by hop.
+
+    ``flight``: the NICs' pipelines, the wire and any switch, once each way
+    per round trip (``Nic.one_way_us``); ``wake-ups``: an interrupt waking
+    the waiting thread on the initiator, and on the target unless its
+    stack polls (``Host.wakeup_us``); ``device-latency``: the backend's
+    own access time.  Named apart so that a QD 1 budget reads as hops.
+    """
     polled = stack in prof.target_polled
     wakeups = prof.initiator.wakeup_us + (0 if polled else prof.target.wakeup_us)
-    return round_trips * 2 * nic.one_way_us + wakeups + _device_demand(point, prof)[1]
+    return [
+        Station("flight", 1, round_trips * 2 * nic.one_way_us, kind="delay", cv=0.1),
+        Station("wake-ups", 1, wakeups, kind="delay", cv=0.1),
+        Station("device-latency", 1, _device_demand(point, prof)[1], kind="delay", cv=0.1),
+    ]
 
 
 def _stations(
@@ -224,9 +251,9 @@ def _stations(
         Station("device", backend.parallel, _device_demand(point, prof)[0]),
         Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
         *_ports("in", n, wire.wire_in * 8 / rate_bits_per_us),
-        Station("fixed-latency", 1, _fixed_us(point, prof, nic, stack, r.round_trips), kind="delay", cv=0.1),
+        *_delays(point, prof, nic, stack, r.round_trips),
     ]
-    packets = wire.frames if point.fabric == "eth" and not nic.toe else 0  # software TCP only
+    packets = host_packets(point, nic, wire)
     if packets:
         per_packet = nic.host_kcycles_per_packet
         mine = Station(
@@ -238,6 +265,14 @@ def _stations(
         stations.insert(1, mine)
         stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, theirs)
     return stations
+
+
+def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:
+    """Packets each host's TCP stack handles per I/O: none without software TCP (RDMA, a TOE),
+    one per super-packet with segmentation and receive offload, else one per wire frame."""
+    if point.fabric != "eth" or nic.toe:
+        return 0
+    return wire.super_packets if nic.gso_gro else wire.frames
 
 
 def _ports(direction: str, initiators: int, serial_us: float) -> list[Station]:
@@ -275,7 +310,9 @@ def _local(point: Point, prof: Profile, stack: str, cost: StackCost) -> Network:
     stations = (
         Station("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
         Station("device", prof.backends[point.backend or prof.default_backend].parallel, service),
-        Station("fixed-latency", 1, latency + init.wakeup_us, kind="delay", cv=0.1),
+        Station("wake-ups", 1, init.wakeup_us, kind="delay", cv=0.1),
+        Station("device-latency", 1, latency, kind="delay", cv=0.1),
     )
     empty = WireCost(0, 0, 0, 0, 0, 0)
-    return Network(point, stations, empty, float("inf"), stack, 0, init.cores, init.cores)
+    kept = tuple(s for s in stations if s.demand_us > 0)
+    return Network(point, kept, empty, float("inf"), stack, 0, init.cores, init.cores)

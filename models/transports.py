@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sanlab.models.wire import Frame, Message, frames_for
+from sanlab.models.wire import GSO_MAX_SIZE, Frame, Message, frames_for
 from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes' vocabulary)
     DIGEST,
     ISCSI_BHS,
@@ -260,6 +260,10 @@ class WireCost:
     wire_in: int
     captured: int
     ack_frames: int
+    # What a host's TCP stack handles with segmentation (TSO/GSO) and receive
+    # (GRO) offload: a message's super-packets of up to 64 KiB, and at most one
+    # pure ACK each (``super_packets``).
+    super_packets: int = 0
 
     @property
     def frames(self) -> int:
@@ -270,14 +274,31 @@ def wire_cost(r: Recipe, fabric: str, mtu: int) -> WireCost:
     frames = r.frames(fabric, mtu)
     out = [f for f in frames if f.direction == "out"]
     inn = [f for f in frames if f.direction == "in"]
+    acks = sum(1 for f in frames if f.is_ack)
     return WireCost(
         frames_out=len(out),
         frames_in=len(inn),
         wire_out=sum(f.wire for f in out),
         wire_in=sum(f.wire for f in inn),
         captured=sum(f.captured for f in frames),
-        ack_frames=sum(1 for f in frames if f.is_ack),
+        ack_frames=acks,
+        super_packets=super_packets(r, acks),
     )
+
+
+def super_packets(r: Recipe, acks: int) -> int:
+    """Packets one I/O costs each host's TCP stack with TSO/GSO and GRO: data cut at 64 KiB, and ACKs.
+
+    Linux's sender hands TCP its buffers and the NIC cuts them into MSS
+    frames (TSO); on a busy fast NIC TCP autocorking merges a message's
+    successive sends while the previous one waits in the device queue, so
+    one message is one super-packet per 64 KiB.  The receiver's GRO merges
+    the frames back, and acknowledges at most once per merged batch.  The
+    frame recipes keep every push (what a capture of an idle, emulated link
+    shows); this count is what a loaded host's CPU sees.
+    """
+    data = sum(-(-m.size // GSO_MAX_SIZE) for m in r.messages if m.kind == "stream")
+    return data + min(acks, data)
 
 
 def wire_bound_iops(cost: WireCost, link_gbps: float) -> float:

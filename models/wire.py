@@ -40,6 +40,8 @@ from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the models' 
 )
 
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
+# Linux's largest TSO/GSO super-packet and GRO merge (GSO_MAX_SIZE, 64 KiB).
+GSO_MAX_SIZE = 65536
 
 # Ethernet headers that a QEMU pcap shows versus what the wire carries.
 _ETH_CAPTURED = ETH_HDR

@@ -1,0 +1,130 @@
+"""Properties the projection keeps for every transport and fabric on the default profile.
+
+Checked on the analytic solution (MVA) of the same network the simulator
+runs, so that a property is about the model and not about sampling noise;
+hypothesis picks the points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sanlab.models import mva
+from sanlab.models.budget import qd1_budget
+from sanlab.models.network import Point, build, connections
+from sanlab.models.profile import load_profile
+from sanlab.models.simulate import Settings, simulate
+from sanlab.scenarios.semantics import RDMA_FABRICS, RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS
+
+PAIRS = [(t, f) for t in TCP_TRANSPORTS for f in TCP_FABRICS] + [
+    (t, f) for t in RDMA_TRANSPORTS for f in sorted(RDMA_FABRICS)
+]
+LINKS = [10, 25, 40, 100]
+SIZES = [4096, 16384, 65536, 131072, 1 << 20]
+RW = ["randread", "randwrite", "read", "write"]
+
+
+@st.composite
+def points(draw: st.DrawFn) -> Point:
+    transport, fabric = draw(st.sampled_from(PAIRS))
+    return Point(
+        transport,
+        fabric,
+        draw(st.sampled_from(LINKS)),
+        draw(st.sampled_from(RW)),
+        draw(st.sampled_from(SIZES)),
+        draw(st.integers(1, 64)),
+        draw(st.integers(1, 16)),
+        sessions=draw(st.none() | st.integers(1, 8)),
+    )
+
+
+def iops(point: Point) -> float:
+    net = build(point)
+    return mva.solve(net).iops / net.split
+
+
+def grown(point: Point, axis: str) -> Point:
+    """The same point with more of ``axis``: the next link rate, twice the depth or jobs, or
+    twice the connections it already has (NVMe and SRP open one per fio job by default)."""
+    if axis == "link_gbps":
+        return replace(point, link_gbps=LINKS[min(LINKS.index(int(point.link_gbps)) + 1, len(LINKS) - 1)])
+    if axis == "sessions":
+        return replace(point, sessions=2 * connections(point, load_profile(point.profile)))
+    return replace(point, **{axis: 2 * getattr(point, axis)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(points(), st.sampled_from(["link_gbps", "iodepth", "numjobs", "sessions"]))
+def test_more_link_depth_jobs_or_sessions_never_costs_more_than_2_percent(point, axis):
+    assert iops(grown(point, axis)) >= 0.98 * iops(point)
+
+
+@settings(max_examples=300, deadline=None)
+@given(points())
+def test_never_above_the_wire_bound(point):
+    net = build(point)
+    assert mva.solve(net).iops / net.split <= net.bound_iops * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("transport", TCP_TRANSPORTS)
+@pytest.mark.parametrize("bs", [4096, 1 << 20])
+def test_digests_raise_cpu_per_byte_on_both_sides(transport, bs):
+    plain = Point(transport, "eth", 100, "randread", bs, 8, 2)
+    digested = replace(plain, header_digest=True, data_digest=True)
+
+    def cpu(point: Point, side: str) -> float:
+        return sum(s.demand_us for s in build(point).stations if s.side == side)
+
+    for side in ("initiator", "target"):
+        assert cpu(digested, side) > cpu(plain, side), side
+
+
+@pytest.mark.parametrize("transport,fabric", PAIRS)
+def test_qd1_latency_is_the_sum_of_its_named_hops(transport, fabric):
+    """One I/O alone in the system waits nowhere: its latency is every hop's demand, added up,
+    and every hop says what it stands for (sanlab model --budget)."""
+    point = Point(transport, fabric, 100, "randread", 4096, 1, 1)
+    hops = qd1_budget(point)
+    assert all(hop.meaning for hop in hops), [hop.name for hop in hops if not hop.meaning]
+    assert {"flight", "wake-ups"} <= {hop.name for hop in hops}
+    simulated = simulate(build(point), Settings(cv_scale=0)).lat_mean_us
+    assert simulated == pytest.approx(sum(hop.us for hop in hops), rel=1e-6)
+
+
+@pytest.mark.parametrize("transport,fabric", PAIRS)
+def test_the_side_that_receives_the_data_pays_per_byte(transport, fabric):
+    """TCP receivers copy and senders do not: a read costs the initiator per byte, a write the
+    target; RDMA places the data by DMA, so reads and writes cost the CPUs alike."""
+    read = Point(transport, fabric, 100, "randread", 65536, 8, 2)
+    write = replace(read, rw="randwrite")
+
+    def cpu(point: Point, side: str) -> float:
+        return sum(s.demand_us for s in build(point).stations if s.side == side and s.name.endswith("cpu"))
+
+    if transport in TCP_TRANSPORTS:
+        assert cpu(read, "initiator") > cpu(write, "initiator")
+        assert cpu(write, "target") > cpu(read, "target")
+    else:
+        assert cpu(read, "initiator") == pytest.approx(cpu(write, "initiator"))
+        assert cpu(read, "target") == pytest.approx(cpu(write, "target"))
+
+
+@pytest.mark.parametrize("transport", TCP_TRANSPORTS)
+def test_with_segmentation_offload_the_host_pays_per_super_packet_not_per_frame(transport):
+    """TSO and GRO: a 1 MiB read costs the hosts the same packets at MTU 1500 as at 9000;
+    without them, every wire frame costs a trip through the stack."""
+    big = Point(transport, "eth", 100, "read", 1 << 20, 32, 1, mtu=1500)
+    jumbo = replace(big, mtu=9000)
+    assert iops(big) == pytest.approx(iops(jumbo), rel=0.02)
+    net = build(big)
+    assert 0 < net.wire.super_packets < net.wire.frames / 4
+    profile = load_profile(big.profile)
+    nic = profile.nic_for("eth", 100)
+    plain = profile.model_copy(update={"nics": [nic.model_copy(update={"gso_gro": False})]})
+    per_frame = build(big, plain)
+    assert mva.solve(per_frame).iops < 0.9 * mva.solve(build(big, profile)).iops
