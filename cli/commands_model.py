@@ -12,8 +12,10 @@ from typing import Any
 
 import click
 
-from sanlab.models.calibrate import calibrate_profile, load_raw, write_fit
+from sanlab.models import calibrate_studies
+from sanlab.models.budget import qd1_budget
 from sanlab.models.calibrate_runs import calibrate_and_write
+from sanlab.models.network import Point
 from sanlab.models.profile import load_profile, profile_names
 from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
@@ -112,11 +114,18 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
 @click.option(
+    "--budget",
+    is_flag=True,
+    help="With --transport: also print the QD 1 latency budget of the point, hop by hop.",
+)
+@click.option(
     "--report",
     type=click.Path(path_type=Path),
     help="Also write table.txt, cells.csv, chart.png here.",
 )
-def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, **opts: Any) -> None:
+def model(
+    scenario: Path | None, as_json: bool, budget: bool, report: Path | None, seed: int, **opts: Any
+) -> None:
     """Project a scenario (default: Zeta 2016) or one point onto real hardware.
 
     The figures are projections of a calibrated discrete-event model, not
@@ -130,6 +139,8 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
                    --rw randread --bs 4k --iodepth 32 --numjobs 8 --json
     """
     try:
+        if budget and not opts["transport"]:
+            raise click.UsageError("--budget needs --transport (one point)")
         if opts["transport"]:
             if scenario:
                 raise click.UsageError("give a SCENARIO or --transport, not both")
@@ -162,6 +173,9 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
     title = f"{chosen.name}: projected by the sanlab model (seed {seed}) - not measured"
     table = text_table(cells, title)
     click.echo(table)
+    if budget:
+        for job, _ in results:
+            _print_budget(job.point)
     if report:
         report.mkdir(parents=True, exist_ok=True)
         (report / "table.txt").write_text(table)
@@ -169,6 +183,14 @@ def model(scenario: Path | None, as_json: bool, report: Path | None, seed: int, 
         write_chart(cells, report / "chart.png", title)
         (report / "results.json").write_text(json.dumps(results_document(records), indent=2))
         click.echo(f"report written to {report}/ (table.txt, cells.csv, chart.png, results.json)")
+
+
+def _print_budget(point: Point) -> None:
+    hops = qd1_budget(point)
+    click.echo("QD 1 latency budget (one request alone in flight; the profile's and stacks' figures):")
+    for hop in hops:
+        click.echo(f"  {hop.name:<18} {hop.us:>8.2f} us  {hop.side:<9}  {hop.meaning}")
+    click.echo(f"  {'total':<18} {sum(h.us for h in hops):>8.2f} us")
 
 
 def _check_projectable(scenario: Scenario) -> None:
@@ -200,7 +222,11 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 @click.command()
 @click.argument("profiles", nargs=-1)
 @click.option("--data", type=click.Path(path_type=Path), help="Folder of the published CSV tables.")
-@click.option("--write", is_flag=True, help="Write the fitted values to models/profiles/NAME.fit.yaml.")
+@click.option(
+    "--write",
+    is_flag=True,
+    help="Write the fitted values to models/stacks.fit.yaml and models/profiles/NAME.fit.yaml.",
+)
 @click.option("--cross-validate/--no-cross-validate", default=True, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option(
@@ -224,12 +250,13 @@ def calibrate(
     base: str,
     as_json: bool,
 ) -> None:
-    """Fit PROFILES' physical parameters to the published tables (default: all that have one),
-    or, with --runs, a profile of your own hardware to your sanlab run records.
+    """Fit the software stacks' costs and each bench's hardware to the published tables, all at
+    once (PROFILES: only those benches), or, with --runs, a profile of your own hardware to
+    your sanlab run records.
 
     \b
     Example:
-      sanlab calibrate zeta-2016 --data ../shared/calibration --write
+      sanlab calibrate --data ../shared/calibration --write
       sanlab calibrate --runs runs/mine runs/mine-64k --name my-lab
       sanlab model --profile my-lab --transport nvme-rdma --fabric roce --bs 4k --numjobs 8
     """
@@ -237,11 +264,7 @@ def calibrate(
         if runs:
             _calibrate_runs([Path(p) for p in profiles], name, base, seed, as_json)
             return
-        names = list(profiles) or [
-            n for n in profile_names() if load_raw(n).get("calibration", {}).get("data")
-        ]
-        for profile in names:
-            _calibrate_one(profile, data, write, cross_validate, seed)
+        _calibrate_studies(list(profiles), data, write, cross_validate, seed)
     except SanlabError as exc:
         fail(exc)
 
@@ -272,29 +295,46 @@ def _calibrate_runs(dirs: list[Path], name: str | None, base: str, seed: int, as
     click.echo(f"wrote {document['profile']}; project with: sanlab model --profile {name} ...")
 
 
-def _calibrate_one(name: str, data: Path | None, write: bool, cross_validate: bool, seed: int) -> None:
-    click.echo(f"== {name}: fitting {len(load_raw(name)['calibration']['fit'])} parameters")
-    done = calibrate_profile(name, data, cross_validate, seed)
-    result = done.result
-    for param, value in result.params.items():
-        flag = "  (at its physical bound)" if param in result.at_bound else ""
-        click.echo(f"  {param:<48} {value:>10.4g}{flag}")
-    for c in done.cells:
-        lat = c.latency_error
+def _calibrate_studies(
+    names: list[str], data: Path | None, write: bool, cross_validate: bool, seed: int
+) -> None:
+    if write:
+        calibrate_studies.check_write(names)
+    click.echo(f"== fitting the stacks' costs and {', '.join(names or calibrate_studies.study_names())}")
+    done = calibrate_studies.calibrate(names or None, data, cross_validate, seed)
+    _print_parameters(done)
+    for study, cells in done.cells.items():
+        click.echo(f"== {study}")
+        for c in cells:
+            lat = c.latency_error
+            click.echo(
+                f"  {c.row.label:<44} published {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
+                f"{100 * c.iops_error:+6.1f}%"
+                + (f"  lat {100 * lat:+6.1f}%" if lat is not None else "")
+                + f"  [{c.bottleneck}]"
+            )
+        summary = done.study_summary(study)
         click.echo(
-            f"  {c.row.label:<44} published {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
-            f"{100 * c.iops_error:+6.1f}%"
-            + (f"  lat {100 * lat:+6.1f}%" if lat is not None else "")
-            + f"  [{c.bottleneck}]"
+            f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
+            + (f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%" if "lat_mape_pct" in summary else "")
         )
-    summary = done.summary()
-    click.echo(
-        f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
-        + (f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%" if "lat_mape_pct" in summary else "")
-    )
     for held in done.holdouts:
-        note = f" (no training cell constrains {', '.join(held.unconstrained)})" if held.unconstrained else ""
+        note = f" (no training cell moves {', '.join(held.unconstrained)})" if held.unconstrained else ""
         score = f"{held.iops_mape_pct:.1f}%" if held.iops_mape_pct is not None else "-"
         click.echo(f"  cross-validation: {held.label}: IOPS MAPE {score} on {held.cells} cells{note}")
     if write:
-        click.echo(f"  wrote {write_fit(name, result, summary)}")
+        for path in calibrate_studies.write(done):
+            click.echo(f"  wrote {path}")
+
+
+def _print_parameters(done: calibrate_studies.Calibration) -> None:
+    result = done.result
+    click.echo(f"  {'parameter':<52} {'fitted':>9}  {'95% interval':<19} {'prior':>7}")
+    for param, value in result.params.items():
+        low, high = result.intervals[param]
+        prior = done.priors.get(param)
+        flag = f"  not pinned: {result.unpinned[param]}" if param in result.unpinned else ""
+        click.echo(
+            f"  {param:<52} {value:>9.4g}  [{low:<7.4g}, {high:>7.4g}] "
+            f"{prior.value if prior else '-':>7}{flag}"
+        )

@@ -10,12 +10,14 @@ produces, so the two can be set side by side.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
 from sanlab.models.simulate import Settings, simulate
+from sanlab.models.uncertainty import log_iops_sigma
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
@@ -121,12 +123,16 @@ class Figures:
     iops_ci95: tuple[float, float] | None = None
 
 
-def projected_record(point: Point, net: Network, figures: Figures, seed: int) -> ResultRecord:
+def projected_record(
+    point: Point, net: Network, figures: Figures, seed: int, sigma: float | None = None
+) -> ResultRecord:
     """The record of a projected point; IOPS (and its interval) never exceed the analytic wire bound.
 
     The estimate is a batch mean (or an MVA answer), so when the link itself is
     the bottleneck it could land a hair past the bound; it is clipped to the
-    bound, which is a hard physical fact, not a fitted value.
+    bound, which is a hard physical fact, not a fitted value.  ``sigma`` is
+    the spread of log IOPS that the calibration leaves open
+    (``uncertainty.log_iops_sigma``): it becomes the record's 95 % range.
     """
     bound = net.bound_iops
     iops = min(figures.iops, bound)
@@ -134,6 +140,10 @@ def projected_record(point: Point, net: Network, figures: Figures, seed: int) ->
     if figures.iops_ci95:
         low, high = figures.iops_ci95
         interval = (round(min(low, bound), 1), round(min(high, bound), 1))
+    spread = None
+    if sigma is not None:
+        factor = math.exp(1.96 * sigma)
+        spread = (round(iops / factor, 1), round(min(iops * factor, bound), 1))
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
     return ResultRecord(
         mode="projected",
@@ -158,6 +168,7 @@ def projected_record(point: Point, net: Network, figures: Figures, seed: int) ->
         bottleneck=figures.bottleneck,
         bound=round(bound, 1) if bound != float("inf") else None,
         iops_ci95=interval,
+        iops_range95=spread,
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
     )
@@ -167,13 +178,17 @@ def _round2(value: float | None) -> float | None:
     return round(value, 2) if value is not None else None
 
 
-def project_point(point: Point, settings: Settings | None = None) -> ResultRecord:
-    """Simulate one point."""
+def project_point(
+    point: Point, settings: Settings | None = None, parameter_range: bool = True
+) -> ResultRecord:
+    """Simulate one point; with ``parameter_range``, also carry what the calibration leaves open."""
     cfg = settings or Settings()
-    net = build(point)
+    profile = load_profile(point.profile)
+    net = build(point, profile)
     sim = simulate(net, cfg)
     figures = Figures(sim.iops, sim.lat_mean_us, sim.lat_p99_us, sim.cpu_pct, sim.bottleneck, sim.iops_ci95)
-    return projected_record(point, net, figures, cfg.seed)
+    sigma = log_iops_sigma(point, profile) if parameter_range else None
+    return projected_record(point, net, figures, cfg.seed, sigma)
 
 
 def project(

@@ -69,7 +69,7 @@ def text_table(cells: Sequence[Cell], title: str) -> str:
     out.write(f"{title}\n")
     head = (
         f"{'set-up':<22} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>10} {'MiB/s':>8} "
-        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14}"
+        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% (params)':>17}"
     )
     compare = any(c.measured for c in cells)
     if compare:
@@ -80,7 +80,7 @@ def text_table(cells: Sequence[Cell], title: str) -> str:
         line = (
             f"{c.label[:22]:<22} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
             f"{r.iops or 0:>10,.0f} {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} "
-            f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14}"
+            f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
         )
         if compare:
             if c.measured:
@@ -101,6 +101,15 @@ def text_table(cells: Sequence[Cell], title: str) -> str:
     return out.getvalue()
 
 
+def _short(n: float) -> str:
+    return f"{n / 1e6:.2f}M" if n >= 1e6 else f"{n / 1e3:.0f}k" if n >= 1e3 else f"{n:.0f}"
+
+
+def _range(spread: tuple[float, float] | None) -> str:
+    """'92k-766k': the IOPS range the calibration leaves open, or '-' where it is not known."""
+    return f"{_short(spread[0])}-{_short(spread[1])}" if spread else "-"
+
+
 def write_csv(cells: Sequence[Cell], path: Path) -> None:
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -117,6 +126,8 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
                 "iops",
                 "iops_ci_low",
                 "iops_ci_high",
+                "iops_params_low",
+                "iops_params_high",
                 "bw_mibps",
                 "lat_mean_us",
                 "lat_p99_us",
@@ -133,6 +144,7 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
         for c in cells:
             r, m = c.record, c.measured
             ci = r.iops_ci95 or (None, None)
+            spread = r.iops_range95 or (None, None)
             err, lat_err = c.iops_error, c.latency_error
             writer.writerow(
                 [
@@ -147,6 +159,8 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
                     r.iops,
                     ci[0],
                     ci[1],
+                    spread[0],
+                    spread[1],
                     r.bw_mibps,
                     r.lat_mean_us,
                     r.lat_p99_us,

@@ -230,9 +230,9 @@ def solve_point(point: SweepPoint, solver: Solver, needs_p99: bool) -> dict[str,
     if solver == "mva" or (solver == "auto" and not needs_p99 and _mva_trusted(net, solution)):
         record, used = _by_mva(model_point, net, solution, point.seed), "mva"
     else:
-        record, used = project_point(model_point, Settings(seed=point.seed)), "sim"
+        record, used = project_point(model_point, Settings(seed=point.seed), parameter_range=False), "sim"
     row = {k: point.coords.get(k) for k in KEYS}
-    row.update(record.model_dump(mode="json", exclude={"iops_ci95"}))
+    row.update(record.model_dump(mode="json", exclude={"iops_ci95", "iops_range95"}))
     low, high = record.iops_ci95 or (None, None)
     row.update(key=point.key, solver=used, iops_ci95_low=low, iops_ci95_high=high)
     return row

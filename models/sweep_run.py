@@ -170,7 +170,10 @@ def _on_dask(
             client.cancel(futures)
 
 
-COLUMNS = [*KEYS, *(f for f in ResultRecord.model_fields if f not in KEYS and f != "iops_ci95")]
+COLUMNS = [
+    *KEYS,
+    *(f for f in ResultRecord.model_fields if f not in KEYS and f not in ("iops_ci95", "iops_range95")),
+]
 COLUMNS += ["iops_ci95_low", "iops_ci95_high", "solver", "key"]
 
 

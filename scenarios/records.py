@@ -71,6 +71,9 @@ class ResultRecord(BaseModel):
     bottleneck: str | None = None
     bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
+    # 95 % range of IOPS from what the calibration tables leave open (the
+    # fitted parameters' posterior), not from simulation noise.
+    iops_range95: tuple[float, float] | None = None
     seed: int | None = None
     # Incast: how many initiators share the target's port.  Set on the
     # aggregate of an emulated point (IOPS and bandwidth are the sum of the
