@@ -149,7 +149,7 @@ def lab_fault(name: str, link: str, length: str) -> None:
         scenario = lab_targets.lab_scenario(name)
         hosts = lab_targets.lab_hosts(name)
         ends = [
-            faults.LinkEnd(hosts[end.host], end.interface)
+            faults.LinkEnd(hosts[end.host], end.interface, end.address)
             for (lk, _), end in lab_targets.lab_endpoints(name, scenario).items()
             if lk == link
         ]

@@ -25,16 +25,20 @@ from sanlab.targets.host import Host, StackError
 
 Say = Callable[[str], None]
 POLL_S = 0.5
+# How long a replugged cable has to carry a ping again before the run stops
+# waiting for I/O that cannot come back (an emulated NIC's queue can stall).
+CARRY_WAIT_S = 20
 # Applies one fault and says when it began and ended, on the initiator's clock.
 Inject = Callable[[Fault], "Window"]
 
 
 @dataclass(frozen=True)
 class LinkEnd:
-    """One end of the cable a fault pulls: a host and the interface on it."""
+    """One end of the cable a fault pulls: a host, the interface on it and its address there."""
 
     host: Host
     interface: str
+    address: str
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,13 @@ def burst_script(interface: str, fault: Fault) -> str:
     )
 
 
+def carries_script(interface: str, peer: str, seconds: int = CARRY_WAIT_S) -> str:
+    """Ping ``peer`` out of ``interface`` once a second or so until it answers; fail after
+    about ``seconds`` (neighbour discovery and the route come back with the link)."""
+    ping = shlex.join(["ping", "-q", "-n", "-c", "1", "-W", "1", "-I", interface, peer])
+    return f"for i in $(seq {max(1, seconds)}); do {ping} >/dev/null 2>&1 && exit 0; sleep 1; done; exit 1"
+
+
 def fault_script(interface: str, fault: Fault) -> str:
     """What one end of the link runs for ``fault``; it prints the fault's start and end."""
     return flap_script(interface, fault.length) if fault.action == "down" else burst_script(interface, fault)
@@ -134,10 +145,27 @@ def _inject(end: LinkEnd, fault: Fault) -> Window:
 
 
 def inject(ends: Sequence[LinkEnd], fault: Fault) -> Window:
-    """Both ends at once (a real cable drops carrier on both); the first end's clock is kept."""
+    """Both ends at once (a real cable drops carrier on both); the first end's clock is kept.
+
+    A cable that was pulled must carry packets again once it is back: if it
+    does not, no I/O can come back either, and waiting out fio's time limit
+    would only hide why.  The run stops here, naming the link, and whoever
+    ran it (``sanlab run``'s link doctor) can look at the link itself.
+    """
     with ThreadPoolExecutor(len(ends)) as pool:
         windows = list(pool.map(lambda end: _inject(end, fault), ends))
+    if fault.action == "down":
+        check_carries(ends[0], ends[1], fault.link or "")
     return windows[0]
+
+
+def check_carries(near: LinkEnd, far: LinkEnd, link: str) -> None:
+    """Raise StackError if ``far`` does not answer pings sent out of ``near``'s interface."""
+    if not near.host.run(carries_script(near.interface, far.address), timeout=CARRY_WAIT_S + 60).ok:
+        raise StackError(
+            f"link {link} carries no packets after it came back up: {near.host.name} got no answer "
+            f"from {far.address} over {near.interface} within {CARRY_WAIT_S} s"
+        )
 
 
 def pull(ends: Sequence[LinkEnd], length: float) -> Window:

@@ -495,8 +495,8 @@ def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
     """The cable a fault pulls, the initiator's end first (its clock times the run)."""
     target_end, initiator_end = wire.ends_of(link)
     return [
-        faults.LinkEnd(wire.initiator_host, initiator_end.interface),
-        faults.LinkEnd(wire.target_host, target_end.interface),
+        faults.LinkEnd(wire.initiator_host, initiator_end.interface, initiator_end.address),
+        faults.LinkEnd(wire.target_host, target_end.interface, target_end.address),
     ]
 
 
@@ -507,9 +507,11 @@ def _fault_commands(p: Point, wire: Wiring, fault: Fault) -> list[tuple[Host, st
         return [(wire.target_host, stop), (wire.target_host, start)]
     if fault.action == "reset":
         return [(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))]
-    return [
-        (end.host, faults.fault_script(end.interface, fault)) for end in _link_ends(wire, fault.link or "")
-    ]
+    near, far = _link_ends(wire, fault.link or "")
+    commands = [(end.host, faults.fault_script(end.interface, fault)) for end in (near, far)]
+    if fault.action == "down":
+        commands.append((near.host, faults.carries_script(near.interface, far.address)))
+    return commands
 
 
 def _injector(p: Point, wire: Wiring) -> faults.Inject:

@@ -38,3 +38,9 @@ def require_path(path: Path, what: str) -> Path:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and {message}")
     pytest.skip(message)
+
+
+def reruns(records) -> int:
+    """How many records come from a second attempt, made after the link doctor revived a
+    stalled link (``sanlab run`` does the same; such a record's note says so)."""
+    return sum(1 for r in records if r.note and "stalled link" in r.note)

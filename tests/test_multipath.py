@@ -22,7 +22,7 @@ from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets import runner
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.faults import FaultedRun, Window
-from support import SCENARIOS
+from support import SCENARIOS, reruns
 
 MULTIPATH = SCENARIOS / "multipath.yaml"
 
@@ -87,7 +87,7 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path):
         heard.append(message)
 
     with running_lab(scenario, "test-mpath", print, keep_logs=False) as lab:
-        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say)
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab)
     assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
     for record in records:
         assert record.error is None, record.error
@@ -96,7 +96,7 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path):
         # I/O completed over path B while A was out: the failover took less than the outage
         assert record.failover_s is not None and 0 < record.failover_s < 20, record
         assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
-    assert sum("link a down for 20s" in m for m in heard) == 2
+    assert sum("link a down for 20s" in m for m in heard) == 2 + reruns(records)
 
 
 def test_the_throughput_dip_compares_the_outage_with_the_rate_before_it():

@@ -1,0 +1,76 @@
+"""A pulled cable must carry packets again once it is plugged back.
+
+Under TCG an emulated NIC's transmit queue can stall when its interface
+goes down and up (the guest logs NETDEV WATCHDOG); no I/O can come back
+over it, and fio used to wait out its 900 s limit.  ``faults.inject`` now
+pings across the link after a flap and stops the run at once, naming the
+link, so that ``sanlab run``'s link doctor can revive it and run the target
+again.  These tests drive it with scripted hosts.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+import pytest
+
+from sanlab.scenarios.schema import Fault
+from sanlab.targets import faults
+from sanlab.targets.host import StackError
+from support import Reply
+
+
+@dataclass
+class ScriptedEnd:
+    """A host that flaps its interface on cue and answers pings only when ``carries``."""
+
+    name: str
+    carries: bool = True
+    scripts: list[str] = field(default_factory=list)
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Reply:
+        text = command if isinstance(command, str) else shlex.join(command)
+        self.scripts.append(text)
+        if "ip link set" in text or "netem" in text:
+            return Reply(stdout="100.0\n102.0\n")
+        if "ping" in text:
+            return Reply(0 if self.carries else 1)
+        return Reply()
+
+
+def _ends(carries: bool, interface: str = "roce") -> tuple[ScriptedEnd, ScriptedEnd, list[faults.LinkEnd]]:
+    near, far = ScriptedEnd("initiator", carries), ScriptedEnd("target")
+    return near, far, [faults.LinkEnd(near, interface, "10.0.0.1"), faults.LinkEnd(far, interface, "10.0.0.2")]
+
+
+FLAP = Fault.model_validate({"at": 2, "link": "roce", "for": 2})
+
+
+def test_a_replugged_cable_that_carries_packets_gives_its_window():
+    near, far, ends = _ends(carries=True)
+    assert faults.inject(ends, FLAP) == faults.Window(100.0, 102.0)
+    (ping,) = [s for s in near.scripts if "ping" in s]
+    assert "-I roce 10.0.0.2" in ping  # out of the near end's interface, to the far end's address
+    assert not any("ping" in s for s in far.scripts)
+
+
+def test_a_replugged_cable_that_carries_nothing_stops_the_run_naming_the_link():
+    _, _, ends = _ends(carries=False)
+    with pytest.raises(StackError) as err:
+        faults.inject(ends, FLAP)
+    message = str(err.value)
+    assert "link roce carries no packets after it came back up" in message
+    assert "initiator got no answer from 10.0.0.2 over roce" in message
+
+
+def test_a_burst_is_not_followed_by_a_ping():
+    near, _, ends = _ends(carries=False)  # loss may well eat a ping: it is not asked for
+    faults.inject(ends, Fault.model_validate({"at": 2, "link": "roce", "for": 2, "action": "loss", "loss": 5}))
+    assert not any("ping" in s for s in near.scripts)
+
+
+def test_the_interface_reaches_the_ping_as_one_word():
+    hostile = "roce; reboot"
+    script = faults.carries_script(hostile, "10.0.0.2")
+    assert shlex.quote(hostile) in script and "-I roce; reboot" not in script
