@@ -478,6 +478,17 @@ def _console_tail(entry: dict[str, Any], lines: int = 3) -> str:
     return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
 
 
+def left_over(name: str) -> bool:
+    """Whether lab ``name``'s state outlived every one of its VMs (a ``lab up`` that was
+    killed before it could tear down, say): a readable state none of whose qemus runs.
+    A state that cannot be read is not called left over; ``lab down`` clears that one."""
+    try:
+        hosts = read_state(name)["hosts"]
+    except SanlabError:
+        return False
+    return not any(vm_alive(name, entry) for entry in hosts.values())
+
+
 def _is_our_qemu(pid: int, run_dir: Path) -> bool:
     """Never kill a recycled PID: the process must be a qemu using this run dir."""
     try:
@@ -543,9 +554,9 @@ def running_lab(
 
 def new_run_dir(name: str) -> Path:
     """The run directory of a lab about to start: refused if that lab is up, cleared of its
-    own leftovers (old console logs) otherwise."""
+    own leftovers (old console logs, the state of a lab whose VMs all died) otherwise."""
     run_dir = labs_root() / check_lab_name(name)
-    if (run_dir / "state.json").exists():
+    if (run_dir / "state.json").exists() and not left_over(name):
         raise SanlabError(f"a lab named {name!r} is already up: 'sanlab lab down {name}' first")
     clear_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,8 @@ class ScriptedEnd:
 
 def _ends(carries: bool, interface: str = "roce") -> tuple[ScriptedEnd, ScriptedEnd, list[faults.LinkEnd]]:
     near, far = ScriptedEnd("initiator", carries), ScriptedEnd("target")
-    return near, far, [faults.LinkEnd(near, interface, "10.0.0.1"), faults.LinkEnd(far, interface, "10.0.0.2")]
+    ends = [faults.LinkEnd(near, interface, "10.0.0.1"), faults.LinkEnd(far, interface, "10.0.0.2")]
+    return near, far, ends
 
 
 FLAP = Fault.model_validate({"at": 2, "link": "roce", "for": 2})
@@ -66,7 +67,8 @@ def test_a_replugged_cable_that_carries_nothing_stops_the_run_naming_the_link():
 
 def test_a_burst_is_not_followed_by_a_ping():
     near, _, ends = _ends(carries=False)  # loss may well eat a ping: it is not asked for
-    faults.inject(ends, Fault.model_validate({"at": 2, "link": "roce", "for": 2, "action": "loss", "loss": 5}))
+    burst = Fault.model_validate({"at": 2, "link": "roce", "for": 2, "action": "loss", "loss": 5})
+    faults.inject(ends, burst)
     assert not any("ping" in s for s in near.scripts)
 
 

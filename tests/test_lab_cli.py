@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -9,8 +10,9 @@ import sys
 import pytest
 import yaml
 
-from sanlab.emulator.lab import labs_root
+from sanlab.emulator.lab import labs_root, left_over, new_run_dir
 from sanlab.emulator.qemu import pid_alive
+from sanlab.scenarios.errors import SanlabError
 from support import SCENARIOS
 
 
@@ -129,6 +131,23 @@ def test_a_dead_vm_is_named_at_once(monkeypatch, tmp_path):
     assert "DOWN" in sanlab("lab", "list", timeout=10).stdout
     down = sanlab("lab", "down", "ghost", timeout=10)
     assert down.returncode == 0 and "already down: initiator" in down.stdout
+
+
+def test_a_lab_whose_vms_all_died_is_left_over_and_may_be_started_again(monkeypatch, tmp_path):
+    """PID 1 is never our qemu: the state outlived its lab, and a new lab of that name may start."""
+    host = {"pid": 1, "agent": str(tmp_path / "a.sock"), "console": str(tmp_path / "c.sock")}
+    _fake_lab(monkeypatch, tmp_path, "ghost", json.dumps({"name": "ghost", "hosts": {"initiator": host}}))
+    assert left_over("ghost")
+    run_dir = new_run_dir("ghost")
+    assert run_dir.is_dir() and not (run_dir / "state.json").exists()
+
+
+@pytest.mark.parametrize("state", CORRUPT_STATES)
+def test_a_lab_whose_state_cannot_be_read_is_not_started_over(monkeypatch, tmp_path, state):
+    _fake_lab(monkeypatch, tmp_path, "broken", state)
+    assert not left_over("broken")
+    with pytest.raises(SanlabError, match="already up: 'sanlab lab down broken' first"):
+        new_run_dir("broken")
 
 
 @pytest.mark.vm
