@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets.host import Host, StackError, sh, wait_for_devices
 from sanlab.targets.naming import NVME_PORT
 
@@ -19,6 +20,13 @@ from sanlab.targets.naming import NVME_PORT
 # TCG every Connect answers within a second or two.
 CONNECT_TIMEOUT_S = 20
 CONNECT_ATTEMPTS = 2
+# How long a controller that lost its connection keeps reconnecting before it
+# fails the I/O it holds (nvme-cli's --ctrl-loss-tmo, 600 s by default): a
+# minute longer than the longest fault a scenario may inject, so every fault
+# is outlasted, while a transport that cannot come back (seen under TCG:
+# NVMe/RDMA over rxe whose every reconnect after a flap timed out in the CM)
+# fails its I/O, counted as I/O errors, instead of holding fio to its limit.
+CTRL_LOSS_TMO_S = int(FAULT_LENGTH.high) + 60
 
 
 def connect(
@@ -52,7 +60,10 @@ def connect(
         "[ -s /etc/nvme/hostnqn ] || { mkdir -p /etc/nvme; nvme gen-hostnqn > /etc/nvme/hostnqn; }\n"
     )
     for address in addresses:
-        command = f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}{options}"
+        command = (
+            f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}"
+            f" --ctrl-loss-tmo={CTRL_LOSS_TMO_S}{options}"
+        )
         _connect_path(host, nqn, trtype, prepare + command, say)
     return namespaces(host, nqn)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets import nvme_host
 from sanlab.targets.host import StackError
 from support import Reply
@@ -81,3 +82,14 @@ def test_a_second_timeout_is_reported():
     with pytest.raises(StackError, match="QID 1 timeout"):
         nvme_host.connect(host, "nqn.x", "nvme-tcp", ["169.254.10.2"], False, False)
     assert sum("nvme connect" in c for c in host.commands) == nvme_host.CONNECT_ATTEMPTS
+
+
+def test_a_lost_controller_gives_up_after_the_longest_fault_and_a_minute():
+    """Not nvme-cli's 600 s: a transport that cannot come back fails its I/O in bounded time,
+    but never before a fault a scenario may inject has ended."""
+    host = ScriptedHost([Reply()], "")
+    nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False)
+    (connect,) = [c for c in host.commands if "nvme connect" in c]
+    assert f"--ctrl-loss-tmo={nvme_host.CTRL_LOSS_TMO_S}" in connect
+    longest_fault = FAULT_LENGTH.high
+    assert longest_fault + 60 <= nvme_host.CTRL_LOSS_TMO_S
