@@ -15,7 +15,7 @@ import click
 
 from sanlab import lab_targets
 from sanlab.commands_lab import lab
-from sanlab.emulator.lab import labs_root
+from sanlab.emulator.lab import LabCables, labs_root
 from sanlab.lab_checks import run_checks
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.exercises import find_exercise
@@ -140,6 +140,9 @@ def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int
 def lab_fault(name: str, link: str, length: str) -> None:
     """Pull LINK's cable on lab NAME for a while and plug it back, by hand, whatever runs over it.
 
+    Carrier drops at both ends (QEMU's set_link), as on hardware; afterwards
+    the link must carry a ping again.
+
     \b
     Example (while 'sanlab lab fio' runs in another shell):
       sanlab lab fault pair-rxe fabric --down 2s
@@ -157,7 +160,7 @@ def lab_fault(name: str, link: str, length: str) -> None:
             links = sorted({lk for lk, _ in lab_targets.lab_endpoints(name, scenario)})
             raise SanlabError(f"lab {name!r} has no link {link!r} (links: {', '.join(links) or 'none'})")
         _say(f"{time.strftime('%H:%M:%S')} link {link} down for {seconds:g}s")
-        window = faults.pull(ends, seconds)
+        window = faults.pull_carrier(LabCables(name), link, ends, seconds)
         _say(f"{time.strftime('%H:%M:%S')} link {link} up (out for {window.up - window.down:.2f} s)")
     except SanlabError as exc:
         fail(exc)

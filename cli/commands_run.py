@@ -123,7 +123,7 @@ def _run_matrix(
     capture = out if loaded.capture else None
     with running_lab(loaded, name, _say, capture, keep_logs=False, snaplen=snaplen) as lab:
         try:
-            runner.run(loaded, lab.vms, lab.plan.endpoints, out, _say, doctor=lab, sink=journal)
+            runner.run(loaded, lab.vms, lab.plan.endpoints, out, _say, doctor=lab, sink=journal, cables=lab)
         finally:
             _collect_logs(lab, out)
 

@@ -31,7 +31,17 @@ from sanlab.emulator import links as cables
 from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
 from sanlab.emulator.images import Image, require_image
 from sanlab.emulator.links import Interface, configure
-from sanlab.emulator.qemu import MGMT_ADDRESS, MGMT_MAC, NicSpec, Vm, VmSpec, pid_alive, qemu_binary, stop_pid
+from sanlab.emulator.qemu import (
+    MGMT_ADDRESS,
+    MGMT_MAC,
+    NicSpec,
+    Vm,
+    VmSpec,
+    pid_alive,
+    qemu_binary,
+    set_netdev_link,
+    stop_pid,
+)
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
@@ -304,7 +314,11 @@ class Lab:
         return ends
 
     def check_link(self, link: str) -> LinkHealth:
-        """Ping across ``link``; the packet counters of both ends show which way is lost."""
+        """Ping across ``link``; the packet counters of both ends show which way is lost.
+
+        A link with soft-RDMA devices at both ends must also carry an RDMA/CM
+        connection (``rping``), which an IP ping cannot vouch for.
+        """
         (a, nic_a, _), (b, nic_b, addr_b) = self._ends(link)
         before = cables.counters(a, nic_a), cables.counters(b, nic_b)
         ok = cables.answers(a, nic_a, addr_b)
@@ -313,7 +327,21 @@ class Lab:
             f"{a.name} -> {addr_b}: {'answers' if ok else 'no answer'}; "
             f"{a.name} {before[0]} -> {after[0]}, {b.name} {before[1]} -> {after[1]}"
         )
+        if ok and nic_a.rdma_device and nic_b.rdma_device:
+            ok = cables.rdma_answers(b, a, addr_b)
+            detail += (
+                f"; rping {a.name} -> {addr_b} over {nic_a.rdma_device}: {'answers' if ok else 'no answer'}"
+            )
         return LinkHealth(link, ok, detail)
+
+    def set_carrier(self, link: str, up: bool) -> None:
+        """Pull ``link``'s cable (``up=False``) or plug it back: carrier goes at every NIC on
+        it at once, host or switch port, as it would on real hardware."""
+        ends = [vm for vm in self.vms.values() if any(nic.link == link for nic in vm.spec.nics)]
+        if not ends:
+            raise SanlabError(f"lab {self.name}: no running link {link!r}")
+        for vm in ends:
+            vm.set_link(link, up)
 
     def restart_link(self, link: str) -> LinkHealth:
         """Bring both ends of ``link`` down and up again; if that is not enough, reset both NICs.
@@ -351,6 +379,8 @@ class Lab:
                     "agent": str(vm.agent_socket),
                     "console": str(vm.console_socket),
                     "console_log": str(vm.console_log),
+                    "qmp": str(vm.qmp_socket),
+                    "links": [nic.link for nic in vm.spec.nics],  # in NIC order: netdev n0, n1, ...
                 }
                 for n, vm in self.vms.items()
             },
@@ -476,6 +506,24 @@ def _console_tail(entry: dict[str, Any], lines: int = 3) -> str:
     except OSError:
         return ""
     return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
+
+
+@dataclass(frozen=True)
+class LabCables:
+    """The cables of a lab that is up, pulled from any shell through each VM's QMP socket."""
+
+    name: str
+
+    def set_carrier(self, link: str, up: bool) -> None:
+        """Carrier off (``up=False``) or on at every NIC on ``link``, as ``Lab.set_carrier``."""
+        hosts = read_state(self.name)["hosts"]
+        ends = {host: entry for host, entry in hosts.items() if link in (entry.get("links") or [])}
+        if not ends:
+            raise SanlabError(f"lab {self.name!r}: no host is on link {link!r} (or the lab predates QMP)")
+        for host, entry in ends.items():
+            if not vm_alive(self.name, entry):
+                raise SanlabError(f"lab {self.name!r}: host {host!r} is down")
+            set_netdev_link(Path(entry["qmp"]), entry["links"].index(link), up, f"{host}'s link {link!r}")
 
 
 def left_over(name: str) -> bool:

@@ -13,6 +13,7 @@ interface down and up again re-arms its queues.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -102,6 +103,38 @@ def shaping_commands(nic: Interface) -> list[str]:
 def answers(host: Runs, nic: Interface, peer: str, count: int = 3) -> bool:
     """Does ``peer`` answer pings sent out of this interface?"""
     return host.run(f"ping -q -n -c {count} -W 2 -I {nic.link} {peer}", timeout=30 + 3 * count).ok
+
+
+RPING_S = 20  # an RDMA/CM connection and one ping take 1-3 s under TCG
+
+
+def rdma_answers(server: Runs, client: Runs, address: str) -> bool:
+    """Does an RDMA/CM connection from ``client`` to ``server``'s ``address`` come up and
+    carry one ping (``rping``)?
+
+    An IP ping never touches the soft-RDMA device.  Its connection manager's
+    messages ride the device's QP 1, and under TCG rxe (Linux 6.1) was seen
+    to stop taking them in after a flap while IP still answered: a send
+    failed while the port was down, rxe put QP 1 in error, the MAD layer
+    moved it back to RTS, and its receive side stayed in error, dropping
+    every incoming request.  Only a new RDMA device clears that.
+    """
+    where = shlex.quote(address)
+    started = server.run(f"timeout {RPING_S + 10} rping -s -a {where} -C 1 >/dev/null 2>&1 & echo $!")
+    pid = started.stdout.strip()
+    try:
+        listening = server.run(
+            "for i in $(seq 20); do rdma resource show cm_id | grep -q 'LISTEN.*rping' && exit 0; "
+            "sleep 0.5; done; exit 1",
+            timeout=30,
+        )
+        return (
+            listening.ok
+            and client.run(f"timeout {RPING_S} rping -c -a {where} -C 1", timeout=RPING_S + 30).ok
+        )
+    finally:
+        if pid.isdigit():
+            server.run(f"kill {pid} 2>/dev/null; true", timeout=30)
 
 
 def counters(host: Runs, nic: Interface) -> str:

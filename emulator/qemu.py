@@ -18,6 +18,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qemu.qmp import QMPError
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
 from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.images import Image
 from sanlab.scenarios.errors import SanlabError, ToolMissing
@@ -30,6 +33,28 @@ def qemu_binary() -> str:
     if path is None:
         raise ToolMissing(QEMU, "install it with: apt-get install qemu-system-x86")
     return path
+
+
+def set_netdev_link(qmp_socket: Path, index: int, up: bool, what: str) -> None:
+    """Drop or restore carrier on the ``index``-th link NIC of the VM behind ``qmp_socket``,
+    as pulling or replugging its cable would (QEMU's ``set_link``).
+
+    The guest sees NO-CARRIER and nothing else: its address, routes,
+    shaping and RDMA device stay, and what it sends meanwhile is lost on
+    the wire.  (``ip link set down`` inside the guest is harsher: it
+    deletes the routes, so rxe's sends fail at once and, on Linux 6.1, can
+    leave its QP 1 deaf to every later connection request.)
+    """
+    monitor = QEMUMonitorProtocol(str(qmp_socket))
+    try:
+        monitor.settimeout(15)
+        monitor.connect()
+        monitor.cmd("set_link", name=f"n{index}", up=up)
+    except (OSError, QMPError) as exc:
+        state = "up" if up else "down"
+        raise SanlabError(f"QEMU would not set {what} {state}: {exc}") from None
+    finally:
+        monitor.close()
 
 
 @dataclass(frozen=True)
@@ -84,6 +109,10 @@ class Vm:
         return self.run_dir / f"{self.name}.console.log"
 
     @property
+    def qmp_socket(self) -> Path:
+        return self.run_dir / f"{self.name}.qmp.sock"
+
+    @property
     def pid(self) -> int | None:
         return self.process.pid if self.process else None
 
@@ -111,6 +140,8 @@ class Vm:
             "none",
             "-monitor",
             "none",
+            "-qmp",
+            f"unix:{self.qmp_socket},server=on,wait=off",
             "-kernel",
             str(self.image.kernel),
             "-initrd",
@@ -152,7 +183,8 @@ class Vm:
         return argv
 
     def start(self) -> None:
-        for path in [self.agent_socket, self.console_socket] + [n.local_socket for n in self.spec.nics]:
+        sockets = [self.agent_socket, self.console_socket, self.qmp_socket]
+        for path in sockets + [n.local_socket for n in self.spec.nics]:
             path.unlink(missing_ok=True)
         log = (self.run_dir / f"{self.name}.qemu.log").open("ab")
         with log:
@@ -185,6 +217,13 @@ class Vm:
             parts.append(f"last console lines of {self.name}:\n  " + "\n  ".join(lines))
         return "\n".join(parts)
 
+    def set_link(self, link: str, up: bool) -> None:
+        """Drop or restore carrier on this VM's NIC of ``link`` (see ``set_netdev_link``)."""
+        index = next((i for i, nic in enumerate(self.spec.nics) if nic.link == link), None)
+        if index is None:
+            raise SanlabError(f"{self.name} has no NIC on link {link!r}")
+        set_netdev_link(self.qmp_socket, index, up, f"{self.name}'s link {link!r}")
+
     # --- the host interface the targets layer uses -------------------------
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
         return self.agent.run(command, timeout, stdin)
@@ -204,7 +243,8 @@ class Vm:
         if self.process and self.process.poll() is None:
             stop_pid(self.process.pid, grace)
             self.process.wait()
-        for path in [self.agent_socket, self.console_socket] + [n.local_socket for n in self.spec.nics]:
+        sockets = [self.agent_socket, self.console_socket, self.qmp_socket]
+        for path in sockets + [n.local_socket for n in self.spec.nics]:
             path.unlink(missing_ok=True)
 
 

@@ -1,10 +1,14 @@
 """Faults on a timeline while fio runs: pull a cable, plug it back, see what the I/O did.
 
 fio is started in the background on the initiator, so the hosts stay free
-for the faults.  At each fault's time from the start, both ends of the link
-go down together (``ip link set ... down``), stay down for the fault's
-length and come back up, as a pulled and replugged cable would; each end
-notes the moment on its own clock.  fio runs with ``continue_on_error`` and
+for the faults.  At each fault's time from the start, the cable is pulled
+for the fault's length and plugged back.  Where an emulator owns the cable
+(``Cables``), carrier drops at both ends and nothing else changes, as on
+hardware; on real hosts both ends go down together (``ip link set ...
+down``), which also takes their routes away.  The window is noted on the
+initiator's clock, a replugged cable must carry packets again, and once
+the faults are over the device must complete I/O again within
+``NO_PROGRESS_S``.  fio runs with ``continue_on_error`` and
 a completion log (every I/O's completion time, ``--write_lat_log``), so when
 it ends the record can say how many I/Os failed, how many blocks did not
 verify, and how long after the cable came back the first I/O completed
@@ -19,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Protocol
 
 from sanlab.scenarios.schema import Fault
 from sanlab.targets.host import Host, StackError
@@ -28,8 +33,20 @@ POLL_S = 0.5
 # How long a replugged cable has to carry a ping again before the run stops
 # waiting for I/O that cannot come back (an emulated NIC's queue can stall).
 CARRY_WAIT_S = 20
+# How long the device may complete no I/O at all, once every fault is over,
+# before the run stops waiting for a transport that is not coming back: longer
+# than open-iscsi's 120 s replacement timeout, after which the SCSI layer fails
+# the I/O it held (an ending that is recorded, as I/O errors).
+NO_PROGRESS_S = 150.0
 # Applies one fault and says when it began and ended, on the initiator's clock.
 Inject = Callable[[Fault], "Window"]
+
+
+class Cables(Protocol):
+    """Whoever owns the cables (an emulator) and can pull one as hardware would: carrier goes
+    at both ends, and nothing else changes."""
+
+    def set_carrier(self, link: str, up: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -168,9 +185,22 @@ def check_carries(near: LinkEnd, far: LinkEnd, link: str) -> None:
         )
 
 
-def pull(ends: Sequence[LinkEnd], length: float) -> Window:
-    """Take both ends of a cable down for ``length`` seconds and up again."""
-    return inject(ends, Fault.model_validate({"at": 0, "link": "cable", "for": length}))
+def pull_carrier(cables: Cables, link: str, ends: Sequence[LinkEnd], length: float) -> Window:
+    """Pull ``link``'s cable for ``length`` seconds through whoever owns it, and plug it back.
+
+    The window is read on the first end's clock just before each step, as
+    ``flap_script`` does, and the replugged cable must carry packets again.
+    """
+    near = ends[0]
+    down = clock(near.host)
+    cables.set_carrier(link, False)
+    try:
+        time.sleep(length)
+        up = clock(near.host)
+    finally:
+        cables.set_carrier(link, True)
+    check_carries(ends[0], ends[1], link)
+    return Window(down, up)
 
 
 def run_faulted(
@@ -180,16 +210,22 @@ def run_faulted(
     inject: Inject,
     say: Say,
     timeout: float,
+    device: str | None = None,
 ) -> FaultedRun:
     """Run fio ``argv`` on ``initiator`` in the background and ``inject`` each of ``faults``
-    at its time; each injection answers with its window on the initiator's clock."""
+    at its time; each injection answers with its window on the initiator's clock.
+
+    Once the faults are over, ``device``'s completed-I/O count is watched:
+    if it stands still for ``NO_PROGRESS_S`` the transport is not coming back
+    and the run stops there, rather than at ``timeout``.
+    """
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
     logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
         windows = [_at(start, fault, inject, say) for fault in faults]
-        _wait(initiator, pid, start + timeout)
+        _wait(initiator, pid, start + timeout, device)
         return _collect(initiator, tag, windows)
     finally:
         initiator.run(f"kill {pid} 2>/dev/null; rm -f {tag}.json {tag}.rc {tag}.err {tag}_*.log", timeout=60)
@@ -259,11 +295,57 @@ def _what(fault: Fault) -> str:
     return "down"
 
 
-def _wait(host: Host, pid: int, deadline: float) -> None:
-    while host.run(f"kill -0 {pid} 2>/dev/null", timeout=30).ok:
-        if time.monotonic() > deadline:
+def _wait(host: Host, pid: int, deadline: float, device: str | None) -> None:
+    """Until fio ``pid`` ends; StackError past ``deadline`` or when ``device`` stalls."""
+    watch = Progress()
+    while True:
+        alive, completed = _poll(host, pid, device)
+        if not alive:
+            return
+        now = time.monotonic()
+        if now > deadline:
             raise StackError(f"{host.name}: fio (pid {pid}) did not finish in time under faults")
+        if watch.stalled(completed, now):
+            raise StackError(
+                f"{host.name}: no I/O completed on {device} for {NO_PROGRESS_S:g} s after the last "
+                "fault ended: the transport did not come back"
+            )
         time.sleep(POLL_S)
+
+
+def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
+    """Whether fio still runs, and how many I/Os ``device`` has completed (None: unknown).
+
+    The counts are the block layer's (``/sys/block/DEV/stat``: reads and
+    writes completed, failed ones included), so a transport that fails its
+    I/O still counts as moving.
+    """
+    stat = ""
+    if device:
+        name = f"$(basename $(readlink -f {shlex.quote(device)}))"
+        stat = f"; cat /sys/block/{name}/stat 2>/dev/null"
+    result = host.run(f"kill -0 {pid} 2>/dev/null || exit 3{stat}", timeout=30)
+    if result.rc == 3:
+        return False, None
+    fields = result.stdout.split()
+    done = int(fields[0]) + int(fields[4]) if len(fields) >= 5 and fields[0].isdigit() else None
+    return True, done
+
+
+@dataclass
+class Progress:
+    """When a count last moved; ``stalled`` once it has stood still ``NO_PROGRESS_S``."""
+
+    count: int | None = None
+    since: float = 0.0
+
+    def stalled(self, count: int | None, now: float) -> bool:
+        if count is None:
+            return False
+        if count != self.count:
+            self.count, self.since = count, now
+            return False
+        return now - self.since >= NO_PROGRESS_S
 
 
 def _collect(host: Host, tag: str, windows: list[Window]) -> FaultedRun:

@@ -23,9 +23,10 @@ CONNECT_ATTEMPTS = 2
 # How long a controller that lost its connection keeps reconnecting before it
 # fails the I/O it holds (nvme-cli's --ctrl-loss-tmo, 600 s by default): a
 # minute longer than the longest fault a scenario may inject, so every fault
-# is outlasted, while a transport that cannot come back (seen under TCG:
-# NVMe/RDMA over rxe whose every reconnect after a flap timed out in the CM)
-# fails its I/O, counted as I/O errors, instead of holding fio to its limit.
+# is outlasted, while a transport whose reconnects keep failing fails its
+# I/O, counted as I/O errors.  The kernel turns it into a number of attempts
+# (ctrl_loss_tmo / reconnect_delay), so attempts that each hang are bounded
+# by the faulted run's own progress watch (faults.NO_PROGRESS_S) instead.
 CTRL_LOSS_TMO_S = int(FAULT_LENGTH.high) + 60
 
 

@@ -248,6 +248,7 @@ def run(
     doctor: LinkDoctor | None = None,
     sink: Sink | None = None,
     machines: Machines | None = None,
+    cables: faults.Cables | None = None,
 ) -> list[ResultRecord]:
     """Every target's points, in order.  When a target fails, ``doctor`` checks its link.
 
@@ -256,6 +257,7 @@ def run(
     run once more and its records say so in ``note``.  A target that fails
     on a healthy link is not retried.  Each point goes to ``sink`` as soon
     as it is done; a rerun withdraws the first attempt's points from it.
+    A fault that pulls a cable goes through ``cables`` when there are any.
     """
     sink = sink or _Discard()
     raw_dir = out / "fio"
@@ -269,6 +271,8 @@ def run(
     done = 0
     for target, name, cells in todo:
         group = placements(scenario, target, hosts, ends)
+        if cables is not None:
+            group = [replace(placed, wiring=replace(placed.wiring, cables=cables)) for placed in group]
         if machines is not None:
             group = [machines.apply(placed) for placed in group]
         if len(group) > 1:
@@ -523,7 +527,10 @@ def _injector(p: Point, wire: Wiring) -> faults.Inject:
             return faults.restart(wire.initiator_host, wire.target_host, stop, start, fault.length)
         if fault.action == "reset":
             return faults.reset(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))
-        return faults.inject(_link_ends(wire, fault.link or ""), fault)
+        ends = _link_ends(wire, fault.link or "")
+        if fault.action == "down" and wire.cables is not None:
+            return faults.pull_carrier(wire.cables, fault.link or "", ends, fault.length)
+        return faults.inject(ends, fault)
 
     return inject
 
@@ -533,7 +540,9 @@ def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> F
     if not p.faults:
         done = wire.initiator_host.run(job.argv(), timeout=timeout)
         return FioRun(done.stdout, done.rc, done.stderr)
-    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, _injector(p, wire), say, timeout)
+    run = faults.run_faulted(
+        wire.initiator_host, job.argv(), p.faults, _injector(p, wire), say, timeout, job.device
+    )
     return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s(), run.failover_s(), run.dip_pct())
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.schema import Target
 from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
+from sanlab.targets.faults import Cables
 from sanlab.targets.host import Host, StackError
 from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, iqn, nqn
 
@@ -37,6 +38,9 @@ class Wiring:
     # More paths between the same two hosts (native NVMe multipath): the
     # (target end, initiator end) of each further cable.
     alternates: tuple[tuple[Endpoint, Endpoint], ...] = ()
+    # Who can pull a cable as hardware would (the emulator); None: faults take
+    # the interfaces down from inside the hosts instead.
+    cables: Cables | None = None
 
     @property
     def target_address(self) -> str:

@@ -154,6 +154,34 @@ def test_a_stall_that_down_up_cannot_clear_is_reset(pair):
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
 
 
+def test_a_pulled_cable_drops_carrier_and_keeps_the_routes(pair):
+    """QEMU's set_link, as a pulled cable: NO-CARRIER at both ends, addresses and routes stay."""
+    _, lab = pair
+    peer = lab.plan.addresses[("fabric", "target")]
+    initiator = lab.vms["initiator"]
+    lab.set_carrier("fabric", False)
+    try:
+        for vm in lab.vms.values():
+            assert vm.run("cat /sys/class/net/fabric/carrier", timeout=30).stdout.strip() == "0"
+        assert "169.254.10.0/24" in initiator.run("ip route show dev fabric", timeout=30).stdout
+        assert not initiator.run(f"ping -c 1 -W 2 {peer}", timeout=30).ok
+    finally:
+        lab.set_carrier("fabric", True)
+    assert lab.check_link("fabric").ok
+
+
+def test_an_rdma_device_that_stopped_working_is_found_and_its_nic_reset(pair):
+    """IP answers but RDMA/CM does not (here: the device is gone): check_link says so, and the
+    NIC reset brings a new RDMA device that carries rping again."""
+    driver, lab = pair
+    lab.vms["target"].run(f"rdma link delete {driver}_fabric", timeout=60).check()
+    found = lab.check_link("fabric")
+    assert not found.ok and "answers; " in found.detail and "rping" in found.detail, found.detail
+    revived = lab.restart_link("fabric")
+    assert revived.ok and revived.detail.startswith("NIC reset"), revived.detail
+    assert "rping" in revived.detail and "over" in revived.detail
+
+
 def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     """The initiator's end is down: Connect fails at once, the doctor revives the link, the rerun passes."""
     driver, lab = pair

@@ -38,7 +38,7 @@ def test_a_link_flap_under_verified_writes_loses_no_block(guest_image, tmp_path)
         heard.append(message)
 
     with running_lab(scenario, "test-flap", print, keep_logs=False) as lab:
-        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab)
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
     assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma", "iscsi", "iser"]
     for record in records:
         assert record.initiator == "initiator"
@@ -88,7 +88,7 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, 
         heard.append(message)
 
     with running_lab(scenario, "test-burst", print, keep_logs=False) as lab:
-        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab)
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
     assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
     for record in records:
         assert record.error is None, record.error
@@ -112,7 +112,7 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp
         heard.append(message)
 
     with running_lab(scenario, "test-restart", print, keep_logs=False) as lab:
-        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab)
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
     assert [r.transport for r in records] == ["nvme-tcp", "iscsi", "nvme-rdma"]
     for record in records:
         assert record.error is None, record.error

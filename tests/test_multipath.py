@@ -87,7 +87,7 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path):
         heard.append(message)
 
     with running_lab(scenario, "test-mpath", print, keep_logs=False) as lab:
-        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab)
+        records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
     assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
     for record in records:
         assert record.error is None, record.error

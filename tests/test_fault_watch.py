@@ -1,11 +1,14 @@
-"""A pulled cable must carry packets again once it is plugged back.
+"""Watching a faulted run: the cable must carry packets again, and the I/O must move again.
 
 Under TCG an emulated NIC's transmit queue can stall when its interface
 goes down and up (the guest logs NETDEV WATCHDOG); no I/O can come back
 over it, and fio used to wait out its 900 s limit.  ``faults.inject`` now
 pings across the link after a flap and stops the run at once, naming the
 link, so that ``sanlab run``'s link doctor can revive it and run the target
-again.  These tests drive it with scripted hosts.
+again.  Likewise a transport that never comes back (NVMe/RDMA over rxe whose
+connection manager stopped receiving, seen under TCG) no longer holds fio for
+900 s: once the faults are over, a device that completes no I/O for
+``NO_PROGRESS_S`` stops the run.  These tests drive both with scripted hosts.
 """
 
 from __future__ import annotations
@@ -76,3 +79,50 @@ def test_the_interface_reaches_the_ping_as_one_word():
     hostile = "roce; reboot"
     script = faults.carries_script(hostile, "10.0.0.2")
     assert shlex.quote(hostile) in script and "-I roce; reboot" not in script
+
+
+def test_progress_stalls_only_after_standing_still_long_enough():
+    watch = faults.Progress()
+    assert not watch.stalled(100, now=0.0)
+    assert not watch.stalled(100, now=faults.NO_PROGRESS_S - 1)
+    assert not watch.stalled(101, now=faults.NO_PROGRESS_S)  # it moved: the clock starts again
+    assert not watch.stalled(101, now=2 * faults.NO_PROGRESS_S - 1)
+    assert watch.stalled(101, now=2 * faults.NO_PROGRESS_S)
+    assert not faults.Progress().stalled(None, now=1e9)  # no count, no verdict
+
+
+@dataclass
+class FioHost:
+    """fio still runs; the device's stat line says ``completed`` reads and as many writes."""
+
+    completed: int = 7
+    alive: bool = True
+    name: str = "initiator"
+    scripts: list[str] = field(default_factory=list)
+
+    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Reply:
+        text = command if isinstance(command, str) else shlex.join(command)
+        self.scripts.append(text)
+        if not self.alive:
+            return Reply(3)
+        if "/stat" not in text:
+            return Reply()
+        return Reply(stdout=f"{self.completed} 0 56 3 {self.completed} 0 56 9 0 12 12\n")
+
+
+def test_a_poll_reads_the_block_layers_completed_reads_and_writes():
+    host = FioHost(completed=7)
+    assert faults._poll(host, 42, "/dev/nvme0n1") == (True, 14)
+    assert "kill -0 42" in host.scripts[0] and "readlink -f /dev/nvme0n1" in host.scripts[0]
+    assert faults._poll(FioHost(alive=False), 42, "/dev/nvme0n1") == (False, None)
+    assert faults._poll(FioHost(), 42, None) == (True, None)  # nothing to watch
+
+
+def test_a_device_that_stands_still_after_the_faults_stops_the_run(monkeypatch):
+    clock = iter(range(0, 10_000, 10))
+    monkeypatch.setattr(faults.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    with pytest.raises(StackError) as err:
+        faults._wait(FioHost(), 42, deadline=9_000.0, device="/dev/nvme0n1")
+    assert "no I/O completed on /dev/nvme0n1" in str(err.value)
+    assert "did not come back" in str(err.value)
