@@ -336,12 +336,9 @@ class Lab:
 
     def set_carrier(self, link: str, up: bool) -> None:
         """Pull ``link``'s cable (``up=False``) or plug it back: carrier goes at every NIC on
-        it at once, host or switch port, as it would on real hardware."""
-        ends = [vm for vm in self.vms.values() if any(nic.link == link for nic in vm.spec.nics)]
-        if not ends:
-            raise SanlabError(f"lab {self.name}: no running link {link!r}")
-        for vm in ends:
-            vm.set_link(link, up)
+        it at once, host or switch port, as it would on real hardware.  The same way as from
+        another shell (``LabCables``), through the state this lab wrote."""
+        LabCables(self.name).set_carrier(link, up)
 
     def restart_link(self, link: str) -> LinkHealth:
         """Bring both ends of ``link`` down and up again; if that is not enough, reset both NICs.

@@ -217,13 +217,6 @@ class Vm:
             parts.append(f"last console lines of {self.name}:\n  " + "\n  ".join(lines))
         return "\n".join(parts)
 
-    def set_link(self, link: str, up: bool) -> None:
-        """Drop or restore carrier on this VM's NIC of ``link`` (see ``set_netdev_link``)."""
-        index = next((i for i, nic in enumerate(self.spec.nics) if nic.link == link), None)
-        if index is None:
-            raise SanlabError(f"{self.name} has no NIC on link {link!r}")
-        set_netdev_link(self.qmp_socket, index, up, f"{self.name}'s link {link!r}")
-
     # --- the host interface the targets layer uses -------------------------
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
         return self.agent.run(command, timeout, stdin)
