@@ -49,7 +49,9 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
         "header_digest": opts["header_digest"],
         "data_digest": opts["data_digest"],
     }
-    for key in ("mtu", "target_stack", "backend", "sessions", "cores", "initiators"):
+    if opts.get("poll"):
+        projection["poll"] = True
+    for key in ("mtu", "target_stack", "backend", "sessions", "queues", "cores", "initiators"):
         if opts.get(key) is not None:
             projection[key] = opts[key]
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
@@ -102,6 +104,10 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--target-stack", type=click.Choice(STACKS), help="Default: lio (SCSI), nvmet (NVMe).")
 @click.option("--backend", type=click.Choice(["null", "ramdisk", "nvme"]), help="Default: ramdisk.")
 @click.option("--sessions", type=int, help="Connections (iSCSI sessions, SRP channels, NVMe queues).")
+@click.option(
+    "--queues", type=int, help="NVMe: I/O queues per controller (nr_io_queues); default one per CPU."
+)
+@click.option("--poll", is_flag=True, help="NVMe: the initiator polls for completions (fio --hipri).")
 @click.option("--cores", type=int, help="Cores per host, in place of the profile's.")
 @click.option(
     "--initiators",
@@ -189,8 +195,8 @@ def _print_budget(point: Point) -> None:
     hops = qd1_budget(point)
     click.echo("QD 1 latency budget (one request alone in flight; the profile's and stacks' figures):")
     for hop in hops:
-        click.echo(f"  {hop.name:<18} {hop.us:>8.2f} us  {hop.side:<9}  {hop.meaning}")
-    click.echo(f"  {'total':<18} {sum(h.us for h in hops):>8.2f} us")
+        click.echo(f"  {hop.name:<19} {hop.us:>7.2f} us  {hop.side:<9}  {hop.meaning}")
+    click.echo(f"  {'total':<19} {sum(h.us for h in hops):>7.2f} us")
 
 
 def _check_projectable(scenario: Scenario) -> None:
@@ -306,17 +312,19 @@ def _calibrate_studies(
     for study, cells in done.cells.items():
         click.echo(f"== {study}")
         for c in cells:
-            lat = c.latency_error
+            lat, cpu = c.latency_error, c.cpu_error
             click.echo(
                 f"  {c.row.label:<44} published {c.row.iops:>10,.0f}  model {c.iops:>10,.0f}  "
                 f"{100 * c.iops_error:+6.1f}%"
                 + (f"  lat {100 * lat:+6.1f}%" if lat is not None else "")
+                + (f"  cpu {100 * cpu:+6.1f}%" if cpu is not None else "")
                 + f"  [{c.bottleneck}]"
             )
         summary = done.study_summary(study)
         click.echo(
             f"  network cells: IOPS MAPE {summary['iops_mape_pct']:.1f}%"
             + (f", mean-latency MAPE {summary['lat_mape_pct']:.1f}%" if "lat_mape_pct" in summary else "")
+            + (f", CPU MAPE {summary['cpu_mape_pct']:.1f}%" if "cpu_mape_pct" in summary else "")
         )
     for held in done.holdouts:
         note = f" (no training cell moves {', '.join(held.unconstrained)})" if held.unconstrained else ""

@@ -26,7 +26,7 @@ import yaml
 from scipy.optimize import least_squares
 
 from sanlab.models import mva
-from sanlab.models.network import build
+from sanlab.models.network import Network, build
 from sanlab.models.params import get_param, set_param
 from sanlab.models.priors import PRIOR_WEIGHT, Prior, load_priors
 from sanlab.models.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
@@ -35,6 +35,10 @@ from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
 
 LATENCY_WEIGHT = 0.5
+# A published CPU figure weighs as a latency does.  Tables give whole per
+# cents, so figures under CPU_MIN_PCT (rounding alone is 17 % there) are not fitted.
+CPU_WEIGHT = 0.5
+CPU_MIN_PCT = 3.0
 # How closely the MVA solution the fit runs agrees with the simulator (relative
 # IOPS; models/README.md, "Sweeps": MVA only where it is within a few per cent).
 SOLVER_FLOOR = 0.03
@@ -130,12 +134,37 @@ def fit_parameters(
 
 def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
     out = []
+    side = cpu_side(profile)
     for row in rows:
-        sol = mva.solve(build(row.point, profile))
+        net = build(row.point, profile)
+        sol = mva.solve(net)
         out.append(math.log(sol.iops / row.iops))
         if row.lat_mean_us:
             out.append(LATENCY_WEIGHT * math.log(sol.latency_us / row.lat_mean_us))
+        if side and uses_cpu(row):
+            out.append(CPU_WEIGHT * math.log(max(busy_pct(net, sol, side), 1e-6) / float(row.cpu_pct or 1)))
     return np.array(out)
+
+
+def cpu_side(profile: Profile) -> str:
+    """Whose CPU a table's ``cpu_pct`` column measures (the profile's ``calibration.cpu``), or ''."""
+    side = str(profile.calibration.get("cpu", ""))
+    if side not in ("", "initiator", "target"):
+        raise SanlabError(f"profile {profile.name}: calibration.cpu is {side!r} (use initiator or target)")
+    return side
+
+
+def uses_cpu(row: Measured) -> bool:
+    """Whether a cell's published CPU figure says anything: whole per cents, so only from a few up."""
+    return row.cpu_pct is not None and row.cpu_pct >= CPU_MIN_PCT and row.point.transport != "local"
+
+
+def busy_pct(net: Network, sol: mva.Solution, side: str) -> float:
+    """Per cent of ``side``'s cores busy in the MVA solution (as the simulator counts CPU %)."""
+    per_us = sol.iops * net.split / 1e6
+    cores = net.initiator_cores if side == "initiator" else net.target_cores
+    busy = sum(per_us * s.demand_us for s in net.stations if s.side == side and s.kind == "queue")
+    return max(100 * busy / cores, net.spinning_pct if side == "initiator" else 0.0)
 
 
 Realise = Callable[[dict[str, Any]], dict[str, Profile]]
@@ -296,6 +325,8 @@ class CellError:
     iops: float
     lat_mean_us: float
     bottleneck: str
+    # The simulator's CPU % of the side the table measured, where its figure is fitted.
+    cpu_pct: float | None = None
 
     @property
     def iops_error(self) -> float:
@@ -305,15 +336,21 @@ class CellError:
     def latency_error(self) -> float | None:
         return self.lat_mean_us / self.row.lat_mean_us - 1 if self.row.lat_mean_us else None
 
+    @property
+    def cpu_error(self) -> float | None:
+        return self.cpu_pct / self.row.cpu_pct - 1 if self.cpu_pct is not None and self.row.cpu_pct else None
+
 
 def evaluate(profile: Profile, rows: Sequence[Measured], seed: int = 1) -> list[CellError]:
     """Errors of every cell, from the simulator (not the MVA used to fit)."""
     cells = []
+    side = cpu_side(profile)
     for row in rows:
         net = build(row.point, profile)
         sim = simulate(net, Settings(seed=seed))
         iops = min(sim.iops, net.bound_iops)
-        cells.append(CellError(row, iops, sim.lat_mean_us, sim.bottleneck))
+        cpu = float(sim.cpu_pct[side]) if side and uses_cpu(row) else None
+        cells.append(CellError(row, iops, sim.lat_mean_us, sim.bottleneck, cpu))
     return cells
 
 

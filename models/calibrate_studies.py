@@ -167,6 +167,9 @@ class Calibration:
         }
         if lat is not None:
             summary["lat_mape_pct"] = round(lat, 2)
+        cpu = mape([c.cpu_error for c in network])
+        if cpu is not None:
+            summary["cpu_mape_pct"] = round(cpu, 2)
         return summary
 
     def summary(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sanlab.models.profile import Nic, Profile, StackCost, load_profile, stack_cost
+from sanlab.models.profile import Nic, Profile, StackCost, Switch, load_profile, stack_cost
 from sanlab.models.transports import (
     ProtocolParams,
     Recipe,
@@ -50,6 +50,11 @@ class Point:
     # Initiators, each its own machine like the profile's, sharing the target's
     # one port through a switch (incast).  1: a point-to-point cable.
     initiators: int = 1
+    # The initiator polls for completions (fio --hipri on NVMe poll queues)
+    # instead of sleeping until an interrupt: no wake-up, a spinning core per job.
+    poll: bool = False
+    # NVMe I/O queues per controller (nvme connect --nr-io-queues); unset, one per CPU.
+    queues: int | None = None
 
     @property
     def outstanding(self) -> int:
@@ -73,6 +78,9 @@ class Station:
     kind: str = "queue"
     side: str = ""
     cv: float = 0.3
+    # What the demand is made of, hop by hop, for a latency budget: the
+    # simulator runs the desk whole (one event), the budget reads its parts.
+    parts: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -87,6 +95,14 @@ class Network:
     target_cores: int
     split: int = 1
 
+    @property
+    def spinning_pct(self) -> float:
+        """Initiator CPU % that polling jobs burn whatever the load: each polls on its core."""
+        if not self.point.poll:
+            return 0.0
+        spinning = min(self.point.numjobs, self.initiator_cores // self.point.initiators)
+        return 100 * spinning * self.point.initiators / self.initiator_cores
+
 
 def default_stack(profile: Profile, transport: str) -> str:
     if transport in profile.target_stacks:
@@ -98,13 +114,16 @@ def connections(point: Point, profile: Profile) -> int:
     """Connections (iSCSI sessions, SRP channels, NVMe queues) that carry the I/O.
 
     Linux's NVMe and SRP hosts open one queue per CPU and fio jobs spread
-    over CPUs; iSCSI and iSER use the sessions the user logged in.
+    over CPUs; iSCSI and iSER use the sessions the user logged in.  An NVMe
+    host connected with fewer I/O queues than CPUs (``queues``) maps
+    several CPUs, and so several jobs, onto one queue and its target thread.
     """
     if point.sessions:
         return point.sessions
     if point.transport in ("iscsi", "iser"):
         return profile.sessions.get(point.transport, 1)
-    return max(1, min(point.numjobs, profile.initiator.cores))
+    per_cpu = max(1, min(point.numjobs, profile.initiator.cores))
+    return min(per_cpu, point.queues) if point.queues else per_cpu
 
 
 # Linux splits a request larger than the device's max_hw_sectors; these are
@@ -176,20 +195,47 @@ def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
     )
 
 
-def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[float, float]:
-    """Microseconds of CPU one I/O costs the initiator (application and stack) and the target."""
+def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[Station, Station]:
+    """The CPU one I/O costs each side, as its serving desks with their named parts.
+
+    Initiator: the application's submission and completion through the
+    syscall and the block layer, the transport's initiator, digests.
+    Target: its stack, the backend's copy, digests.  Cycles are the stacks'
+    (Skylake-equivalent), run at the host's ``stack_ghz``; CRC32C at its
+    plain clock.
+    """
     init, tgt = prof.initiator, prof.target
     backend = prof.backends[point.backend or prof.default_backend]
     digested = digested_bytes(point, pdus)
     to_initiator, to_target = received_bytes(point)
-    init_cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
-    init_cpu += to_initiator * cost.initiator_cycles_per_byte / 1000 / init.ghz
-    init_cpu += digested * init.crc32c_cycles_per_byte / 1000 / init.ghz
-    tgt_cycles = cost.target_kcycles_per_io * 1000 + to_target * cost.target_cycles_per_byte
-    tgt_cycles += point.bs * backend.target_cycles_per_byte  # the backend copies either way
-    tgt_cpu = tgt_cycles / 1000 / tgt.ghz
-    tgt_cpu += digested * tgt.crc32c_cycles_per_byte / 1000 / tgt.ghz
-    return init_cpu, tgt_cpu
+    init_parts = (
+        ("syscall-block", init.app_kcycles_per_io / init.stack_ghz),
+        (
+            "initiator-stack",
+            (cost.initiator_kcycles_per_io + to_initiator * cost.initiator_cycles_per_byte / 1000)
+            / init.stack_ghz,
+        ),
+        ("initiator-digests", digested * init.crc32c_cycles_per_byte / 1000 / init.ghz),
+    )
+    tgt_parts = (
+        (
+            "target-stack",
+            (cost.target_kcycles_per_io + to_target * cost.target_cycles_per_byte / 1000) / tgt.stack_ghz,
+        ),
+        ("backend-copy", point.bs * backend.target_cycles_per_byte / 1000 / tgt.stack_ghz),
+        ("target-digests", digested * tgt.crc32c_cycles_per_byte / 1000 / tgt.ghz),
+    )
+    n, conns = point.initiators, connections(point, prof)
+    return (
+        _desk("initiator-cpu", min(point.numjobs, init.cores) * n, init_parts, side="initiator"),
+        _desk("target-cpu", min(tgt.cores, conns * n), tgt_parts, side="target"),
+    )
+
+
+def _desk(name: str, servers: int, parts: tuple[tuple[str, float], ...], **kw: object) -> Station:
+    """A desk whose demand is the sum of its named parts (those that cost anything)."""
+    kept = tuple((hop, us) for hop, us in parts if us > 0)
+    return Station(name, servers, sum(us for _, us in kept), parts=kept, **kw)  # type: ignore[arg-type]
 
 
 def received_bytes(point: Point) -> tuple[int, int]:
@@ -217,22 +263,37 @@ def digested_bytes(point: Point, pdus: int) -> int:
     return data + (pdus * DIGESTED_HEADER if point.header_digest else 0)
 
 
-def _delays(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> list[Station]:
-    """What every I/O waits however idle the machines are, hop by hop.
+# Signal speed in a copper or fibre cable, about two thirds of light's:
+# 5 ns a metre (fibre's refractive index is about 1.47).
+NS_PER_METRE = 5.0
 
-    ``flight``: the NICs' pipelines, the wire and any switch, once each way
-    per round trip (``Nic.one_way_us``); ``wake-ups``: an interrupt waking
-    the waiting thread on the initiator, and on the target unless its
-    stack polls (``Host.wakeup_us``); ``device-latency``: the backend's
-    own access time.  Named apart so that a QD 1 budget reads as hops.
+
+def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> Station:
+    """What every I/O waits however idle the machines are, as one delay made of named hops.
+
+    Once each way per round trip: the NICs' pipelines and the PCIe doorbell
+    and DMA at the two ends (together ``Nic.one_way_us``, as perftest
+    measures back to back), the cable's propagation and the profile's switch
+    (several initiators always meet in one).  Once per I/O: each side's interrupt waking the
+    waiting thread, unless that side polls, and the backend's access time.
+    One delay desk (one simulator event); ``parts`` keeps the hops apart.
     """
-    polled = stack in prof.target_polled
-    wakeups = prof.initiator.wakeup_us + (0 if polled else prof.target.wakeup_us)
-    return [
-        Station("flight", 1, round_trips * 2 * nic.one_way_us, kind="delay", cv=0.1),
-        Station("wake-ups", 1, wakeups, kind="delay", cv=0.1),
-        Station("device-latency", 1, _device_demand(point, prof)[1], kind="delay", cv=0.1),
-    ]
+    ways = round_trips * 2
+    doorbell = min(nic.pcie_us, nic.one_way_us)
+    switch = prof.switch or (Switch() if point.initiators > 1 else None)
+    parts = (
+        ("nic-pipeline", ways * (nic.one_way_us - doorbell)),
+        ("pcie-doorbell", ways * doorbell),
+        ("propagation", ways * prof.cable_m * NS_PER_METRE / 1000),
+        ("switch", ways * switch.latency_us if switch else 0.0),
+        ("initiator-interrupt", 0.0 if point.poll else prof.initiator.wakeup_us + nic.irq_coalesce_us),
+        (
+            "target-interrupt",
+            0.0 if stack in prof.target_polled else prof.target.wakeup_us + nic.irq_coalesce_us,
+        ),
+        ("device-latency", _device_demand(point, prof)[1]),
+    )
+    return _desk("fixed", 1, parts, kind="delay", cv=0.1)
 
 
 def _stations(
@@ -245,22 +306,25 @@ def _stations(
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
     stations = [
-        Station("initiator-cpu", min(point.numjobs, init.cores) * n, init_cpu, side="initiator"),
+        init_cpu,
         *_ports("out", n, wire.wire_out * 8 / rate_bits_per_us),
-        Station("target-cpu", min(tgt.cores, conns * n), tgt_cpu, side="target"),
+        tgt_cpu,
         Station("device", backend.parallel, _device_demand(point, prof)[0]),
         Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
         *_ports("in", n, wire.wire_in * 8 / rate_bits_per_us),
-        *_delays(point, prof, nic, stack, r.round_trips),
+        _fixed(point, prof, nic, stack, r.round_trips),
     ]
     packets = host_packets(point, nic, wire)
     if packets:
         per_packet = nic.host_kcycles_per_packet
         mine = Station(
-            "initiator-net", min(conns, init.cores) * n, packets * per_packet / init.ghz, side="initiator"
+            "initiator-net",
+            min(conns, init.cores) * n,
+            packets * per_packet / init.stack_ghz,
+            side="initiator",
         )
         theirs = Station(
-            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.ghz, side="target"
+            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.stack_ghz, side="target"
         )
         stations.insert(1, mine)
         stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, theirs)
@@ -306,12 +370,18 @@ def _local(point: Point, prof: Profile, stack: str, cost: StackCost) -> Network:
     """No network at all: fio on the target's own device (the device's limit)."""
     init = prof.initiator
     service, latency = _device_demand(point, prof)
-    cpu = (init.app_kcycles_per_io + cost.initiator_kcycles_per_io) / init.ghz
+    cpu = (
+        ("syscall-block", init.app_kcycles_per_io / init.stack_ghz),
+        ("initiator-stack", cost.initiator_kcycles_per_io / init.stack_ghz),
+    )
+    fixed = (
+        ("initiator-interrupt", 0.0 if point.poll else init.wakeup_us),
+        ("device-latency", latency),
+    )
     stations = (
-        Station("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
+        _desk("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
         Station("device", prof.backends[point.backend or prof.default_backend].parallel, service),
-        Station("wake-ups", 1, init.wakeup_us, kind="delay", cv=0.1),
-        Station("device-latency", 1, latency, kind="delay", cv=0.1),
+        _desk("fixed", 1, fixed, kind="delay", cv=0.1),
     )
     empty = WireCost(0, 0, 0, 0, 0, 0)
     kept = tuple(s for s in stations if s.demand_us > 0)

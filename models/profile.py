@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from sanlab.models.cores import REFERENCE_CORE, core_factor, load_cores
 from sanlab.models.params import set_param
 from sanlab.models.pcie import pcie_gbps
 from sanlab.scenarios.errors import Problem, ScenarioError
@@ -31,12 +32,18 @@ class _Strict(BaseModel):
 
 
 class Host(_Strict):
-    """One side's CPU: physical cores and sustained clock."""
+    """One side's CPU: physical cores, sustained clock and core design."""
 
     cpu: str = ""
     cores: int = Field(ge=1)
     ghz: float = Field(gt=0)
+    # The stacks' costs are Skylake-equivalent cycles (models/cores.yaml).
+    core: str = Field(REFERENCE_CORE, description="core design, e.g. haswell, skylake, golden-cove, zen4")
     app_kcycles_per_io: float = Field(3.0, ge=0, description="fio + block layer, per I/O")
+    # Yang, Minturn and Hady, "When Poll Is Better than Interrupt" (FAST 2012):
+    # completing a 4 KiB I/O through an interrupt rather than by polling cost
+    # a few microseconds (the interrupt, its handler, the scheduler waking the
+    # sleeping thread, and the caches it disturbed).  The profiles use 2 us a side.
     wakeup_us: float = Field(0.0, ge=0, description="interrupt-to-thread latency, once per I/O")
     # CRC32C, for iSCSI and NVMe/TCP digests: Linux's crc32c-intel runs
     # three CRC32 instruction streams at once (Gopal et al., Intel 2011;
@@ -47,6 +54,20 @@ class Host(_Strict):
     crc32c_cycles_per_byte: float = Field(
         0.14, ge=0.05, le=1.0, description="CRC32C cost per byte digested (sender computes, receiver checks)"
     )
+
+    @model_validator(mode="after")
+    def _known_core(self) -> Host:
+        known = load_cores()
+        if self.core not in known:
+            raise ValueError(
+                f"core {self.core!r} is not a known core design (use {', '.join(sorted(known))})"
+            )
+        return self
+
+    @property
+    def stack_ghz(self) -> float:
+        """Thousands of the stacks' (Skylake-equivalent) cycles this CPU runs per microsecond."""
+        return self.ghz * core_factor(self.core)
 
 
 class PcieSlot(_Strict):
@@ -72,6 +93,16 @@ class Nic(_Strict):
         1.0, ge=0, description="host CPU per packet its TCP stack handles (super-packet with gso_gro)"
     )
     pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
+    # Of one_way_us, the PCIe part at the two ends: the doorbell write, the
+    # NIC's DMA read of the work request and data, the DMA write of data and
+    # completion.  Neugebauer et al., "Understanding PCIe performance for end
+    # host networking" (SIGCOMM 2018), measured a small DMA read across a
+    # Xeon's root complex at several hundred nanoseconds (estimate: 0.5 us).
+    pcie_us: float = Field(0.5, ge=0, description="PCIe doorbell and DMA latency within one_way_us")
+    # Interrupt moderation (ethtool -C rx-usecs) a completion may wait for
+    # before its interrupt fires; 0 is adaptive moderation (mlx5's DIM,
+    # ixgbe/i40e's adaptive-rx), which at one request in flight fires at once.
+    irq_coalesce_us: float = Field(0.0, ge=0, le=1000, description="interrupt coalescing delay (rx-usecs)")
     # The slot, where a NIC names it: pcie_gbps then follows from the physics (models/pcie.py).
     pcie: PcieSlot | None = None
 
@@ -82,6 +113,16 @@ class Nic(_Strict):
         if isinstance(slot, dict) and "pcie_gbps" not in data:
             data = dict(data, pcie_gbps=round(pcie_gbps(int(slot["gen"]), int(slot["lanes"])), 1))
         return data
+
+
+class Switch(_Strict):
+    """A switch between the initiators and the target."""
+
+    name: str = "cut-through Ethernet/IB switch"
+    # NVIDIA Spectrum SN2000 and Quantum InfiniBand switches state about
+    # 300 and 130 ns port to port (cut-through); store-and-forward adds a
+    # frame's serialisation on top.
+    latency_us: float = Field(0.3, ge=0, le=100, description="port-to-port latency")
 
 
 class Backend(_Strict):
@@ -161,6 +202,11 @@ class Profile(_Strict):
         default_factory=dict, description="transport -> default target stack"
     )
     target_polled: list[str] = Field(default_factory=list, description="stacks that poll")
+    # The hosts are cabled back to back (as the calibrated benches were) unless
+    # a switch is named; several initiators (incast) always meet in one, this
+    # or a default cut-through switch.
+    switch: Switch | None = None
+    cable_m: float = Field(2.0, gt=0, le=100_000, description="cable length, for propagation delay")
     sessions: dict[str, int] = Field(default_factory=dict, description="connections per transport")
     protocol: dict[str, Any] = Field(default_factory=dict)
     max_transfer: dict[str, int] = Field(

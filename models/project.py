@@ -100,6 +100,8 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                             initiators=initiators,
                             header_digest=projection.header_digest,
                             data_digest=projection.data_digest,
+                            poll=projection.poll,
+                            queues=projection.queues,
                         ),
                         label,
                     )

@@ -142,6 +142,7 @@ class BatchMeans:
             if station.side:
                 cores = net.initiator_cores if station.side == "initiator" else net.target_cores
                 cpu[station.side] += 100 * busy / cores
+        cpu["initiator"] = max(cpu["initiator"], net.spinning_pct)
         return utilisation, cpu
 
 

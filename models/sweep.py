@@ -57,6 +57,8 @@ PROJECTION_KEYS = (
     "cores",
     "header_digest",
     "data_digest",
+    "poll",
+    "queues",
 )
 WORKLOAD_KEYS = ("rw", "bs", "iodepth", "numjobs")
 KEYS = PROJECTION_KEYS + WORKLOAD_KEYS

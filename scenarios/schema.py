@@ -323,6 +323,10 @@ class Projection(Strict):
     initiators: int | None = Field(None, ge=1, le=64)
     header_digest: bool = False
     data_digest: bool = False
+    # NVMe hosts only: poll for completions (fio --hipri on poll queues), and
+    # the I/O queues per controller (nvme connect --nr-io-queues; unset, one per CPU).
+    poll: bool = False
+    queues: int | None = Field(None, ge=1, le=1024)
 
 
 class Scenario(Strict):

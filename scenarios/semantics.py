@@ -8,9 +8,9 @@ because the guest image does not ship them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from sanlab.scenarios.schema import Fault, Link, Scenario, Target
+from sanlab.scenarios.schema import Fault, Link, Projection, Scenario, Target
 from sanlab.scenarios.sizes import format_size
 from sanlab.scenarios.topology import (
     FABRIC_HOST,
@@ -27,6 +27,8 @@ __all__ = ["link_name", "target_link", "check_scenario", "rdma_driver"]
 
 RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
 TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
+# Transports whose Linux host has blk-mq poll queues and I/O queues of its own choosing.
+NVME_TRANSPORTS = ("nvme-tcp", "nvme-rdma")
 # Fabrics a TCP transport is modelled on: Ethernet, and iWARP NICs (which carry TCP too).
 TCP_FABRICS = ("eth", "iwarp")
 RDMA_FABRICS = frozenset({"roce", "iwarp", "ib"})
@@ -429,6 +431,7 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
             yield f"{where}.fabric", f"{transport!r} needs an RDMA fabric (use roce, iwarp or ib)"
         if transport == "srp" and projection.fabric == "iwarp":
             yield f"{where}.fabric", "SRP runs over InfiniBand and RoCE, not iWARP (use ib or roce)"
+        yield from _nvme_only(where, projection, {transport} if transport else declared)
     for i, workload in enumerate(scenario.workloads):
         for j, transport in enumerate(workload.transports or []):
             possible = declared | {p.transport for p in scenario.projections if p.transport}
@@ -438,6 +441,18 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
                     f"{transport!r} is used by no target or projection here "
                     f"(used: {', '.join(sorted(str(p) for p in possible))})",
                 )
+
+
+def _nvme_only(where: str, projection: Projection, transports: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """Polling and a count of I/O queues are NVMe hosts' knobs: SCSI initiators have neither."""
+    others = sorted(str(t) for t in transports if t not in NVME_TRANSPORTS)
+    for field, value in (("poll", projection.poll), ("queues", projection.queues)):
+        if value and others:
+            yield (
+                f"{where}.{field}",
+                f"is for NVMe hosts (poll queues, nr_io_queues), not {', '.join(others)} "
+                f"(use transport {' or '.join(NVME_TRANSPORTS)})",
+            )
 
 
 def _switches(scenario: Scenario) -> Iterator[tuple[str, str]]:

@@ -47,6 +47,14 @@ def test_starwind_24_network_rows(starwind):
     assert mape([c.latency_error for c in cells]) <= 25.0
 
 
+def test_starwind_cpu_figures_within_30_percent(starwind):
+    """The published CPU usage (the initiator's, of its physical cores) is fitted as latency is;
+    only figures of 3 % and up, which whole per cents describe to better than 17 %."""
+    cells = [c for c in evaluate(load_profile("starwind-2024"), starwind) if c.cpu_error is not None]
+    assert len(cells) == 10
+    assert mape([c.cpu_error for c in cells]) <= 30.0
+
+
 @pytest.fixture(scope="module")
 def studies(calibration_dir):
     return load_studies(None, calibration_dir)

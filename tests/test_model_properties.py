@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from sanlab.models import mva
 from sanlab.models.budget import qd1_budget
 from sanlab.models.network import Point, build, connections
-from sanlab.models.profile import load_profile
+from sanlab.models.profile import Switch, load_profile
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.semantics import RDMA_FABRICS, RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS
 
@@ -40,6 +40,7 @@ def points(draw: st.DrawFn) -> Point:
         draw(st.integers(1, 64)),
         draw(st.integers(1, 16)),
         sessions=draw(st.none() | st.integers(1, 8)),
+        queues=draw(st.none() | st.integers(1, 8)) if transport.startswith("nvme") else None,
     )
 
 
@@ -55,12 +56,14 @@ def grown(point: Point, axis: str) -> Point:
         return replace(point, link_gbps=LINKS[min(LINKS.index(int(point.link_gbps)) + 1, len(LINKS) - 1)])
     if axis == "sessions":
         return replace(point, sessions=2 * connections(point, load_profile(point.profile)))
+    if axis == "queues":
+        return replace(point, queues=2 * point.queues) if point.queues else point
     return replace(point, **{axis: 2 * getattr(point, axis)})
 
 
 @settings(max_examples=300, deadline=None)
-@given(points(), st.sampled_from(["link_gbps", "iodepth", "numjobs", "sessions"]))
-def test_more_link_depth_jobs_or_sessions_never_costs_more_than_2_percent(point, axis):
+@given(points(), st.sampled_from(["link_gbps", "iodepth", "numjobs", "sessions", "queues"]))
+def test_more_link_depth_jobs_sessions_or_queues_never_costs_more_than_2_percent(point, axis):
     assert iops(grown(point, axis)) >= 0.98 * iops(point)
 
 
@@ -91,7 +94,15 @@ def test_qd1_latency_is_the_sum_of_its_named_hops(transport, fabric):
     point = Point(transport, fabric, 100, "randread", 4096, 1, 1)
     hops = qd1_budget(point)
     assert all(hop.meaning for hop in hops), [hop.name for hop in hops if not hop.meaning]
-    assert {"flight", "wake-ups"} <= {hop.name for hop in hops}
+    named = {
+        "syscall-block",
+        "initiator-stack",
+        "target-stack",
+        "nic-pipeline",
+        "pcie-doorbell",
+        "propagation",
+    }
+    assert named | {"initiator-interrupt"} <= {hop.name for hop in hops}
     simulated = simulate(build(point), Settings(cv_scale=0)).lat_mean_us
     assert simulated == pytest.approx(sum(hop.us for hop in hops), rel=1e-6)
 
@@ -128,3 +139,54 @@ def test_with_segmentation_offload_the_host_pays_per_super_packet_not_per_frame(
     plain = profile.model_copy(update={"nics": [nic.model_copy(update={"gso_gro": False})]})
     per_frame = build(big, plain)
     assert mva.solve(per_frame).iops < 0.9 * mva.solve(build(big, profile)).iops
+
+
+@pytest.mark.parametrize("transport,fabric", [("nvme-tcp", "eth"), ("nvme-rdma", "roce")])
+def test_a_polling_initiator_saves_its_wake_up_and_spins_a_core_per_job(transport, fabric):
+    """fio --hipri on poll queues: no interrupt hop at QD 1, and each job's core busy all the time."""
+    sleeping = Point(transport, fabric, 100, "randread", 4096, 1, 4)
+    polling = replace(sleeping, poll=True)
+    hops = {hop.name: hop.us for hop in qd1_budget(sleeping)}
+    assert hops["initiator-interrupt"] > 0
+    assert "initiator-interrupt" not in {hop.name for hop in qd1_budget(polling)}
+    assert mva.solve(build(polling)).latency_us < mva.solve(build(sleeping)).latency_us
+    cores = load_profile(sleeping.profile).initiator.cores
+    spun = simulate(build(polling)).cpu_pct["initiator"]
+    assert spun >= 100 * 4 / cores > simulate(build(sleeping)).cpu_pct["initiator"]
+
+
+def test_fewer_nvme_queues_than_jobs_share_the_target_threads():
+    """nvme connect --nr-io-queues 2: eight jobs' I/O meets on two queues and two target threads."""
+    per_cpu = Point("nvme-tcp", "eth", 100, "randread", 4096, 32, 8)
+    two = replace(per_cpu, queues=2)
+    profile = load_profile(per_cpu.profile)
+    assert connections(per_cpu, profile) == 8 and connections(two, profile) == 2
+    assert iops(two) < 0.6 * iops(per_cpu)
+
+
+def test_a_named_switch_is_a_hop_of_its_own_each_way():
+    point = Point("nvme-rdma", "roce", 100, "randread", 4096, 1, 1)
+    profile = load_profile(point.profile)
+    assert "switch" not in {hop.name for hop in qd1_budget(point, profile)}
+    switched = profile.model_copy(update={"switch": Switch(name="leaf", latency_us=0.5)})
+    hops = {hop.name: hop.us for hop in qd1_budget(point, switched)}
+    assert hops["switch"] == pytest.approx(2 * 0.5)
+
+
+def test_a_newer_core_runs_the_same_stack_cycles_faster_by_its_factor():
+    """Costs are Skylake-equivalent cycles: a Sapphire Rapids core at the same clock does more per cycle."""
+    from sanlab.models.cores import core_factor
+
+    point = Point("iscsi", "eth", 100, "randread", 4096, 1, 1)
+    profile = load_profile(point.profile)
+    assert profile.initiator.core == "skylake"
+    newer = profile.model_copy(
+        update={"initiator": profile.initiator.model_copy(update={"core": "golden-cove"})}
+    )
+
+    def stack_us(p) -> float:
+        return dict(next(s for s in build(point, p).stations if s.name == "initiator-cpu").parts)[
+            "initiator-stack"
+        ]
+
+    assert stack_us(profile) / stack_us(newer) == pytest.approx(core_factor("golden-cove"))

@@ -42,12 +42,12 @@ def test_a_link_bound_point_is_known_as_well_as_the_link():
 
 
 def test_a_point_bound_by_an_unpinned_cost_carries_a_wider_range_than_one_bound_by_a_pinned_cost():
-    """NVMe/RDMA's initiator cost spans 0.8-35 kcycles after the fit, iSER's 1.1-13."""
+    """NVMe/RDMA's initiator cost spans 0.9-10.5 kcycles after the fit, iSER's 1.9-9.7."""
     iser = log_iops_sigma(ONE_JOB, load_profile(ONE_JOB.profile))
     nvme = Point("nvme-rdma", "roce", 100, "randread", 4096, 32, 1)
     rdma = log_iops_sigma(nvme, load_profile(nvme.profile))
     assert iser is not None and rdma is not None
-    assert rdma > 3 * iser > 0
+    assert rdma > 2 * iser > 0
     record = project_point(nvme)
     assert record.iops_range95 is not None
     low, high = record.iops_range95
