@@ -12,10 +12,10 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from sanlab.models.sourced import load_entries
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.loader import problems_from, read_yaml
 
 CORES_FILE = Path(str(resources.files("sanlab.models"))) / "cores.yaml"
 # The design every cost in stacks.yaml is counted in.
@@ -43,15 +43,7 @@ class Core(BaseModel):
 @cache
 def load_cores(path: Path = CORES_FILE) -> dict[str, Core]:
     """Every core design in ``path``, validated: a typo or a factor outside its range is an error."""
-    data = read_yaml(path) or {}
-    if not isinstance(data, dict):
-        raise SanlabError(f"{path}: cores must be a mapping of core design to its figures")
-    cores = {}
-    for name, entry in data.items():
-        try:
-            cores[str(name)] = Core.model_validate(entry)
-        except ValidationError as exc:
-            raise SanlabError(str(problems_from(exc, f"{path}: {name}", Core)[0])) from None
+    cores = load_entries(path, Core, "cores")
     if REFERENCE_CORE not in cores or cores[REFERENCE_CORE].factor != 1.0:
         raise SanlabError(f"{path}: the reference core {REFERENCE_CORE!r} must be there with factor 1.0")
     return cores

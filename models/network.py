@@ -232,10 +232,17 @@ def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[St
     )
 
 
-def _desk(name: str, servers: int, parts: tuple[tuple[str, float], ...], **kw: object) -> Station:
+def _desk(
+    name: str,
+    servers: int,
+    parts: tuple[tuple[str, float], ...],
+    kind: str = "queue",
+    side: str = "",
+    cv: float = 0.3,
+) -> Station:
     """A desk whose demand is the sum of its named parts (those that cost anything)."""
     kept = tuple((hop, us) for hop, us in parts if us > 0)
-    return Station(name, servers, sum(us for _, us in kept), parts=kept, **kw)  # type: ignore[arg-type]
+    return Station(name, servers, sum(us for _, us in kept), kind=kind, side=side, cv=cv, parts=kept)
 
 
 def received_bytes(point: Point) -> tuple[int, int]:

@@ -14,10 +14,9 @@ import math
 from importlib import resources
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.loader import problems_from, read_yaml
+from sanlab.models.sourced import load_entries
 
 PRIORS_FILE = Path(str(resources.files("sanlab.models"))) / "priors.yaml"
 # The range spans this many standard deviations of the prior (log scale): a
@@ -62,14 +61,4 @@ class Prior(BaseModel):
 
 def load_priors(path: Path = PRIORS_FILE) -> dict[str, Prior]:
     """Every prior in ``path``, validated: a typo or a value outside its range is an error."""
-    data = read_yaml(path) or {}
-    if not isinstance(data, dict):
-        raise SanlabError(f"{path}: priors must be a mapping of parameter to prior")
-    priors = {}
-    for name, entry in data.items():
-        try:
-            priors[str(name)] = Prior.model_validate(entry)
-        except ValidationError as exc:
-            first = problems_from(exc, f"{path}: {name}", Prior)[0]
-            raise SanlabError(str(first)) from None
-    return priors
+    return load_entries(path, Prior, "priors")
