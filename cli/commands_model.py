@@ -15,6 +15,7 @@ import click
 from sanlab.models import calibrate_studies
 from sanlab.models.budget import qd1_budget
 from sanlab.models.calibrate_runs import calibrate_and_write
+from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
 from sanlab.models.profile import load_profile, profile_names
 from sanlab.models.project import project
@@ -25,7 +26,7 @@ from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import results_document
 from sanlab.scenarios.schema import DEFAULT_PROFILE, FABRICS, STACKS, TRANSPORTS, Scenario
-from sanlab.validation import fail, writable_dir
+from sanlab.validation import fail, load_checked, writable_dir
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
 POINT_OPTIONS = ("fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs")
@@ -51,7 +52,7 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
     }
     if opts.get("poll"):
         projection["poll"] = True
-    for key in ("mtu", "target_stack", "backend", "sessions", "queues", "cores", "initiators"):
+    for key in ("mtu", "target_stack", "backend", "sessions", "queues", "cores", "core", "initiators"):
         if opts.get(key) is not None:
             projection[key] = opts[key]
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
@@ -110,6 +111,11 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--poll", is_flag=True, help="NVMe: the initiator polls for completions (fio --hipri).")
 @click.option("--cores", type=int, help="Cores per host, in place of the profile's.")
 @click.option(
+    "--core",
+    type=click.Choice(sorted(load_cores())),
+    help="Core design of both hosts' CPUs (models/cores.yaml), in place of the profile's.",
+)
+@click.option(
     "--initiators",
     type=int,
     help="Initiators sharing the target's port through a switch (incast); IOPS are their sum.",
@@ -155,7 +161,7 @@ def model(
             given = [f"--{k.replace('_', '-')}" for k in POINT_OPTIONS if opts.get(k) is not None]
             if given:
                 raise click.UsageError(f"{', '.join(given)} need --transport")
-            chosen = load_scenario(scenario) if scenario else _default_scenario()
+            chosen = load_checked(scenario) if scenario else _default_scenario()
             if opts["profile"]:
                 chosen = chosen.model_copy(
                     update={

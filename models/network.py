@@ -47,6 +47,7 @@ class Point:
     data_digest: bool = False
     sessions: int | None = None
     cores: int | None = None  # per host, in place of the profile's (a what-if: more or fewer cores)
+    core: str | None = None  # core design per host (models/cores.yaml), in place of the profile's
     # Initiators, each its own machine like the profile's, sharing the target's
     # one port through a switch (incast).  1: a point-to-point cable.
     initiators: int = 1
@@ -138,14 +139,15 @@ def max_transfer(point: Point, prof: Profile) -> int:
     return DEFAULT_MAX_TRANSFER.get(point.transport, DEFAULT_MAX_TRANSFER_NVME)
 
 
-def with_cores(profile: Profile, cores: int | None) -> Profile:
-    """The profile's machine with ``cores`` cores on each host (the same CPUs, more or fewer)."""
-    if not cores:
+def with_cores(profile: Profile, cores: int | None, core: str | None = None) -> Profile:
+    """The profile's machine with ``cores`` cores of design ``core`` on each host (a what-if)."""
+    update = {k: v for k, v in (("cores", cores), ("core", core)) if v}
+    if not update:
         return profile
     return profile.model_copy(
         update={
-            "initiator": profile.initiator.model_copy(update={"cores": cores}),
-            "target": profile.target.model_copy(update={"cores": cores}),
+            "initiator": profile.initiator.model_copy(update=update),
+            "target": profile.target.model_copy(update=update),
         }
     )
 
@@ -157,7 +159,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     into ``split`` requests that travel concurrently; the network then models
     one such request and the results are divided back by ``split``.
     """
-    prof = with_cores(profile or load_profile(point.profile), point.cores)
+    prof = with_cores(profile or load_profile(point.profile), point.cores, point.core)
     limit = max_transfer(point, prof)
     if point.bs > limit:
         split = -(-point.bs // limit)

@@ -448,12 +448,14 @@ def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:
 
 
 def check_projection_profiles(scenario: Scenario) -> list[tuple[str, str]]:
-    """Problems with the profiles a scenario's projections use: unknown names, bad files.
+    """Problems with the profiles a scenario's projections use: unknown names, bad files, and
+    core designs models/cores.yaml does not know.
 
     Each profile is loaded as ``sanlab model`` would load it, so that
     ``sanlab validate`` accepts exactly what ``sanlab model`` accepts.
     """
     problems = []
+    known = load_cores()
     for i, p in enumerate(scenario.projections):
         try:
             load_profile(p.profile)
@@ -461,4 +463,11 @@ def check_projection_profiles(scenario: Scenario) -> list[tuple[str, str]]:
             first = exc.problems[0]
             detail = first.message if first.source == "profile" else str(first)
             problems.append((f"projections[{i}].profile", detail))
+        if p.core and p.core not in known:
+            problems.append(
+                (
+                    f"projections[{i}].core",
+                    f"{p.core!r} is not a core design (use {', '.join(sorted(known))})",
+                )
+            )
     return problems

@@ -97,6 +97,7 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                             backend=projection.backend,
                             sessions=projection.sessions,
                             cores=projection.cores,
+                            core=projection.core,
                             initiators=initiators,
                             header_digest=projection.header_digest,
                             data_digest=projection.data_digest,

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from sanlab.models.cores import load_cores
 from sanlab.models.mva import Solution, solve
 from sanlab.models.network import Network, Point, build
 from sanlab.models.project import Figures, jobs, project_point, projected_record
@@ -55,6 +56,7 @@ PROJECTION_KEYS = (
     "backend",
     "sessions",
     "cores",
+    "core",
     "header_digest",
     "data_digest",
     "poll",
@@ -167,6 +169,8 @@ def _check_keys(spec: SweepSpec, source: str) -> None:
 
 def _value_problem(key: str, value: Any) -> str | None:
     """Check one option value against the schema type ``sanlab model`` would use."""
+    if key == "core" and value not in load_cores():
+        return f"{value!r} is not a core design (use {', '.join(sorted(load_cores()))})"
     owner = Workload if key in WORKLOAD_KEYS else Projection
     annotation: Any = owner.model_fields[key].annotation
     try:

@@ -317,6 +317,8 @@ class Projection(Strict):
     backend: Annotated[Backend | None, BeforeValidator(_yaml_null_is_null_device)] = None
     sessions: int | None = Field(None, ge=1, le=256)
     cores: int | None = Field(None, ge=1, le=512)  # per host, in place of the profile's
+    # core design of both hosts' CPUs (a name in models/cores.yaml), in place of the profile's
+    core: Annotated[str, Field(max_length=40, pattern=r"^[a-z][a-z0-9-]*$")] | None = None
     # Initiators like the profile's, each with this workload, sharing the
     # target's one port through a switch (incast); 1 is a cable.  Unset, as
     # many as reach the scenario's target of this transport (one without hosts).
