@@ -197,7 +197,7 @@ def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
     )
 
 
-def _cpu_us(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[Station, Station]:
+def _cpu_desks(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[Station, Station]:
     """The CPU one I/O costs each side, as its serving desks with their named parts.
 
     Initiator: the application's submission and completion through the
@@ -311,7 +311,7 @@ def _stations(
     """The desks one I/O visits, in order, with their clerks and demands."""
     init, tgt = prof.initiator, prof.target
     n, conns = point.initiators, connections(point, prof)
-    init_cpu, tgt_cpu = _cpu_us(point, prof, cost, len(r.messages))
+    init_cpu, tgt_cpu = _cpu_desks(point, prof, cost, len(r.messages))
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
     stations = [

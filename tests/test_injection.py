@@ -66,6 +66,7 @@ STAYS_HOME = {
     (Workload, "name"),
     (Projection, "profile"),  # a file name or profile name, read locally
     (Projection, "label"),
+    (Projection, "core"),  # a core design, looked up in models/cores.yaml
     (Host, "identity"),  # a local key file, one element of ssh's argument vector
     (Host, "ssh_options"),  # each one element of ssh's argument vector, after -o
 }
