@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from sanlab.models.cores import load_cores
 from sanlab.models.mva import Solution, solve
 from sanlab.models.network import Network, Point, build
+from sanlab.models.profile import profile_names
 from sanlab.models.project import Figures, jobs, project_point, projected_record
 from sanlab.models.simulate import Settings
 from sanlab.models.sweep_goals import Goal, parse_goal
@@ -171,6 +172,9 @@ def _value_problem(key: str, value: Any) -> str | None:
     """Check one option value against the schema type ``sanlab model`` would use."""
     if key == "core" and value not in load_cores():
         return f"{value!r} is not a core design (use {', '.join(sorted(load_cores()))})"
+    named = isinstance(value, str) and not value.endswith((".yaml", ".yml"))
+    if key == "profile" and named and value not in profile_names():
+        return f"{value!r} is not a profile (use {', '.join(profile_names())})"
     owner = Workload if key in WORKLOAD_KEYS else Projection
     annotation: Any = owner.model_fields[key].annotation
     try:

@@ -46,6 +46,8 @@ def _sweep(*args: str):
         ({"axes": {"colour": [1]}}, "axes.colour: not an option"),
         ({"axes": {"bs": ["5q"]}}, "axes.bs[0]: '5q' is not a size"),
         ({"axes": {"iodepth": [0]}}, "axes.iodepth[0]"),
+        ({"axes": {"profile": ["modern-100g", "nosuch"]}}, "axes.profile[1]: 'nosuch' is not a profile (use"),
+        ({"axes": {"core": ["zen4", "zen9"]}}, "axes.core[1]: 'zen9' is not a core design (use"),
         ({"goals": ["iops >> 3"]}, "goals[0]: 'iops >> 3' is not a goal"),
         (
             {"fixed": {"rw": "randread", "bs": "4k", "numjobs": 4, "transport": "iscsi"}},
