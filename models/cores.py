@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sanlab.models.sourced import load_entries
+from sanlab.models.sourced import check_in_range, load_entries
 from sanlab.scenarios.errors import SanlabError
 
 CORES_FILE = Path(str(resources.files("sanlab.models"))) / "cores.yaml"
@@ -34,9 +34,7 @@ class Core(BaseModel):
 
     @model_validator(mode="after")
     def _factor_in_range(self) -> Core:
-        low, high = self.range
-        if not (0 < low <= self.factor <= high):
-            raise ValueError(f"factor {self.factor} lies outside its range {list(self.range)}")
+        check_in_range("factor", self.factor, self.range, width=False)  # the reference's range is [1, 1]
         return self
 
 

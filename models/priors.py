@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from sanlab.models.sourced import load_entries
+from sanlab.models.sourced import check_in_range, load_entries
 
 PRIORS_FILE = Path(str(resources.files("sanlab.models"))) / "priors.yaml"
 # The range spans this many standard deviations of the prior (log scale): a
@@ -41,11 +41,7 @@ class Prior(BaseModel):
 
     @model_validator(mode="after")
     def _value_in_range(self) -> Prior:
-        low, high = self.range
-        if not 0 < low < high:
-            raise ValueError(f"range {list(self.range)} is not [low, high] with 0 < low < high")
-        if not low <= self.value <= high:
-            raise ValueError(f"value {self.value} lies outside its range {list(self.range)}")
+        check_in_range("value", self.value, self.range)
         return self
 
     @property

@@ -18,6 +18,17 @@ from sanlab.scenarios.loader import problems_from, read_yaml
 Entry = TypeVar("Entry", bound=BaseModel)
 
 
+def check_in_range(what: str, value: float, bounds: tuple[float, float], width: bool = True) -> None:
+    """``value`` lies in ``bounds``, a range of positive figures (of some width unless ``width`` is False)."""
+    low, high = bounds
+    if not (0 < low < high if width else 0 < low <= high):
+        raise ValueError(
+            f"range {list(bounds)} is not [low, high] with 0 < low {'<' if width else '<='} high"
+        )
+    if not low <= value <= high:
+        raise ValueError(f"{what} {value} lies outside its range {list(bounds)}")
+
+
 def load_entries(path: Path, model: type[Entry], what: str) -> dict[str, Entry]:
     """Every entry of ``path`` validated as ``model``; the first bad one is a one-line error."""
     data = read_yaml(path) or {}
