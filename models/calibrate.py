@@ -162,9 +162,7 @@ def uses_cpu(row: Measured) -> bool:
 def busy_pct(net: Network, sol: mva.Solution, side: str) -> float:
     """Per cent of ``side``'s cores busy in the MVA solution (as the simulator counts CPU %)."""
     per_us = sol.iops * net.split / 1e6
-    cores = net.initiator_cores if side == "initiator" else net.target_cores
-    busy = sum(per_us * s.demand_us for s in net.stations if s.side == side and s.kind == "queue")
-    return max(100 * busy / cores, net.spinning_pct if side == "initiator" else 0.0)
+    return net.cpu_pct((s, per_us * s.demand_us) for s in net.stations if s.kind == "queue")[side]
 
 
 Realise = Callable[[dict[str, Any]], dict[str, Profile]]

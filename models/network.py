@@ -12,6 +12,7 @@ them and ``mva`` solves them analytically.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from sanlab.models.profile import Nic, Profile, StackCost, Switch, load_profile, stack_cost
@@ -103,6 +104,19 @@ class Network:
             return 0.0
         spinning = min(self.point.numjobs, self.initiator_cores // self.point.initiators)
         return 100 * spinning * self.point.initiators / self.initiator_cores
+
+    def cpu_pct(self, busy_cores: Iterable[tuple[Station, float]]) -> dict[str, float]:
+        """Each side's CPU %: its desks' busy cores over its cores, and polling jobs' cores at least.
+
+        The one way CPU % is counted, whichever solver measured the busy cores.
+        """
+        cpu = {"initiator": 0.0, "target": 0.0}
+        for station, busy in busy_cores:
+            if station.side:
+                cores = self.initiator_cores if station.side == "initiator" else self.target_cores
+                cpu[station.side] += 100 * busy / cores
+        cpu["initiator"] = max(cpu["initiator"], self.spinning_pct)
+        return cpu
 
 
 def default_stack(profile: Profile, transport: str) -> str:

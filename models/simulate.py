@@ -132,18 +132,13 @@ class BatchMeans:
     def _busy(self, net: Network, elapsed: float) -> tuple[dict[str, float], dict[str, float]]:
         """Each queue's utilisation, and each side's CPU %, over the measured part of the run."""
         busy0 = self.busy_at_measure or [0.0] * len(self.elements)
-        utilisation = {}
-        cpu = {"initiator": 0.0, "target": 0.0}
-        for station, element, before in zip(net.stations, self.elements, busy0, strict=True):
-            if station.kind != "queue":
-                continue
-            busy = (element.busy_time - before) / elapsed
-            utilisation[station.name] = busy / station.servers
-            if station.side:
-                cores = net.initiator_cores if station.side == "initiator" else net.target_cores
-                cpu[station.side] += 100 * busy / cores
-        cpu["initiator"] = max(cpu["initiator"], net.spinning_pct)
-        return utilisation, cpu
+        busy = [
+            (station, (element.busy_time - before) / elapsed)
+            for station, element, before in zip(net.stations, self.elements, busy0, strict=True)
+            if station.kind == "queue"
+        ]
+        utilisation = {station.name: cores / station.servers for station, cores in busy}
+        return utilisation, net.cpu_pct(busy)
 
 
 def simulate(net: Network, settings: Settings | None = None) -> SimResult:

@@ -262,12 +262,8 @@ def _mva_trusted(net: Network, solution: Solution) -> bool:
 
 def _by_mva(point: Point, net: Network, solution: Solution, seed: int) -> ResultRecord:
     """The model's record from MVA: mean figures only (no p99, no interval)."""
-    cpu = {"initiator": 0.0, "target": 0.0}
-    for station in net.stations:
-        if station.kind == "queue" and station.side:
-            busy = solution.utilisation[station.name] * station.servers
-            cores = net.initiator_cores if station.side == "initiator" else net.target_cores
-            cpu[station.side] += 100 * busy / cores
+    queues = (s for s in net.stations if s.kind == "queue")
+    cpu = net.cpu_pct((s, solution.utilisation[s.name] * s.servers) for s in queues)
     iops = min(solution.iops, net.bound_iops)
     mean = point.outstanding / iops * 1e6 if iops else None
     return projected_record(point, net, Figures(solution.iops, mean, None, cpu, solution.bottleneck), seed)

@@ -41,3 +41,20 @@ def test_nvme_with_both_knobs_projects():
         "model", "--transport", "nvme-tcp", *POINT, "--numjobs", "4", "--poll", "--queues", "2", "--json"
     )
     assert run.returncode == 0, run.stderr
+
+
+def test_every_solver_counts_a_polling_job_s_core_as_busy():
+    """The simulator, the fit's MVA and a sweep's MVA count CPU % one way (Network.cpu_pct)."""
+    from sanlab.models import mva
+    from sanlab.models.calibrate import busy_pct
+    from sanlab.models.network import Point, build
+    from sanlab.models.simulate import simulate
+    from sanlab.models.sweep import _by_mva
+
+    net = build(Point("nvme-rdma", "roce", 100, "randread", 4096, 1, 4, poll=True))
+    floor = net.spinning_pct
+    assert floor > 0
+    solution = mva.solve(net)
+    assert busy_pct(net, solution, "initiator") >= floor
+    assert simulate(net).cpu_pct["initiator"] >= floor
+    assert _by_mva(net.point, net, solution, 1).cpu_initiator_pct >= round(floor, 2)
