@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from sanlab.models import calibrate_studies
+from sanlab.models import calibrate_studies, checks
 from sanlab.models.budget import qd1_budget
 from sanlab.models.calibrate_runs import calibrate_and_write
 from sanlab.models.cores import load_cores
@@ -339,6 +339,22 @@ def _calibrate_studies(
     if write:
         for path in calibrate_studies.write(done):
             click.echo(f"  wrote {path}")
+    _print_checks(seed, "the fit just written" if write else "the committed fit")
+
+
+def _print_checks(seed: int, which: str) -> None:
+    """The published rows no fit sees (models/data), projected on ``which``."""
+    judged = checks.judge(seed)
+    if not judged:
+        return
+    click.echo(f"== published elsewhere, never fitted (models/data), projected with {which}")
+    for j in judged:
+        row = j.cell.row
+        click.echo(
+            f"  {j.table}: {row.label:<40} published {row.bw_mibps:>8,.0f} MiB/s  "
+            f"model {row.bw_mibps * (1 + j.throughput_error):>8,.0f}  {100 * j.throughput_error:+6.1f}%"
+            f"  [{j.cell.bottleneck}]"
+        )
 
 
 def _print_parameters(done: calibrate_studies.Calibration) -> None:

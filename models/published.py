@@ -48,7 +48,8 @@ def calibration_dir(explicit: str | Path | None = None) -> Path:
 
 
 def load_table(path: Path, profile: str) -> list[Measured]:
-    """Rows of one published table as points on ``profile``."""
+    """Rows of one published table as points on ``profile`` (or on a row's own ``profile``
+    column, with its ``mtu`` where the table gives one)."""
     rows = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
@@ -63,7 +64,8 @@ def load_table(path: Path, profile: str) -> list[Measured]:
                 bs=parse_size(row["bs"]),
                 iodepth=int(row["iodepth"]),
                 numjobs=int(row["numjobs"]),
-                profile=profile,
+                profile=row.get("profile") or profile,
+                mtu=int(row["mtu"]) if row.get("mtu") else None,
             )
             rows.append(
                 Measured(
