@@ -336,6 +336,8 @@ def _calibrate_studies(
         note = f" (no training cell moves {', '.join(held.unconstrained)})" if held.unconstrained else ""
         score = f"{held.iops_mape_pct:.1f}%" if held.iops_mape_pct is not None else "-"
         click.echo(f"  cross-validation: {held.label}: IOPS MAPE {score} on {held.cells} cells{note}")
+        if held.worst:
+            click.echo("    missed most: " + ", ".join(f"{label} {100 * e:+.0f}%" for label, e in held.worst))
     if write:
         for path in calibrate_studies.write(done):
             click.echo(f"  wrote {path}")

@@ -50,6 +50,8 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import read_yaml
 
 Use = Callable[[Measured], bool]
+# How many of a cross-validation split's worst cells ``sanlab calibrate`` names.
+WORST_SHOWN = 3
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,9 @@ class Holdout:
     iops_mape_pct: float | None
     cells: int
     unconstrained: tuple[str, ...]  # parameters no training cell moved
+    # The unseen cells missed most, worst first, as (label, IOPS error): whether a
+    # split's figure is a broad drift or a few cells nothing else in the data explains.
+    worst: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -202,11 +207,19 @@ def calibrate(
 
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     held = solve(joint_task(studies, use))
-    errors = []
+    cells: list[CellError] = []
     for study in studies:
         unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
-        errors += [c.iops_error for c in evaluate(held.profiles[study.name], unseen, seed)]
-    return Holdout(label, mape(errors), len(errors), tuple(held.unconstrained))
+        cells += evaluate(held.profiles[study.name], unseen, seed)
+    errors = [c.iops_error for c in cells]
+    worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
+    return Holdout(
+        label,
+        mape(errors),
+        len(errors),
+        tuple(held.unconstrained),
+        tuple((c.row.label, c.iops_error) for c in worst),
+    )
 
 
 def check_write(names: list[str] | None) -> None:
