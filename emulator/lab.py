@@ -40,6 +40,7 @@ from sanlab.emulator.qemu import (
     pid_alive,
     qemu_binary,
     set_netdev_link,
+    socket_paths,
     stop_pid,
 )
 from sanlab.emulator.ssh import SshHost
@@ -156,7 +157,7 @@ def plan(
             if end.address is not None:
                 addresses[(name, end.host)] = end.address
                 interfaces[end.host].append(_interface(link, name, mac, end.address))
-    _check_socket_paths(specs)
+    _check_socket_paths(specs, run_dir)
     port_macs = {name: _mac(lab, name, FABRIC_HOST) for name in switched}
     spec_doc = fabric.document(scenario, port_macs, addresses) if scenario.switches else None
     return Plan(specs, interfaces, addresses, emulated(scenario, addresses), spec_doc)
@@ -209,13 +210,14 @@ def _interface(link: Link, name: str, mac: str, address: str) -> Interface:
     )
 
 
-def _check_socket_paths(specs: dict[str, VmSpec]) -> None:
-    """QEMU's unix sockets fail on paths over 107 bytes: say so before anything boots."""
+def _check_socket_paths(specs: dict[str, VmSpec], run_dir: Path) -> None:
+    """QEMU's unix sockets fail on paths over 107 bytes: say so before anything boots, for
+    every socket a VM listens on (its links' and its own agent, console and monitor)."""
     for spec in specs.values():
-        for nic in spec.nics:
-            if len(str(nic.local_socket)) > UNIX_PATH_MAX:
+        for path in socket_paths(spec, run_dir):
+            if len(str(path)) > UNIX_PATH_MAX:
                 raise SanlabError(
-                    f"socket path {nic.local_socket} is over {UNIX_PATH_MAX} bytes: "
+                    f"socket path {path} is over {UNIX_PATH_MAX} bytes: "
                     "use shorter lab, link or host names (or a shorter XDG_RUNTIME_DIR)"
                 )
 

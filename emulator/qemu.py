@@ -86,6 +86,19 @@ MGMT_MAC = "52:54:00:5a:4e:01"
 MGMT_ADDRESS = "10.0.2.15/24"
 
 
+def own_socket(run_dir: Path, name: str, kind: str) -> Path:
+    """Where VM ``name`` listens for its ``kind`` (agent, console, qmp)."""
+    return run_dir / f"{name}.{kind}.sock"
+
+
+def socket_paths(spec: VmSpec, run_dir: Path) -> list[Path]:
+    """Every Unix socket a VM's QEMU listens on: its agent, console and monitor, and its own
+    ends of socket-backed links."""
+    return [own_socket(run_dir, spec.name, kind) for kind in ("agent", "console", "qmp")] + [
+        n.local_socket for n in spec.nics
+    ]
+
+
 class Vm:
     """A running (or about to run) guest."""
 
@@ -98,11 +111,11 @@ class Vm:
 
     @property
     def agent_socket(self) -> Path:
-        return self.run_dir / f"{self.name}.agent.sock"
+        return own_socket(self.run_dir, self.name, "agent")
 
     @property
     def console_socket(self) -> Path:
-        return self.run_dir / f"{self.name}.console.sock"
+        return own_socket(self.run_dir, self.name, "console")
 
     @property
     def console_log(self) -> Path:
@@ -110,7 +123,17 @@ class Vm:
 
     @property
     def qmp_socket(self) -> Path:
-        return self.run_dir / f"{self.name}.qmp.sock"
+        return own_socket(self.run_dir, self.name, "qmp")
+
+    @property
+    def sockets(self) -> list[Path]:
+        """The Unix sockets this VM's QEMU listens on (``socket_paths``); they are this VM's
+        to remove, before it starts (a stale one would refuse the bind) and after it stops."""
+        return socket_paths(self.spec, self.run_dir)
+
+    def _remove_sockets(self) -> None:
+        for path in self.sockets:
+            path.unlink(missing_ok=True)
 
     @property
     def pid(self) -> int | None:
@@ -183,9 +206,7 @@ class Vm:
         return argv
 
     def start(self) -> None:
-        sockets = [self.agent_socket, self.console_socket, self.qmp_socket]
-        for path in sockets + [n.local_socket for n in self.spec.nics]:
-            path.unlink(missing_ok=True)
+        self._remove_sockets()
         log = (self.run_dir / f"{self.name}.qemu.log").open("ab")
         with log:
             self.process = subprocess.Popen(
@@ -236,9 +257,7 @@ class Vm:
         if self.process and self.process.poll() is None:
             stop_pid(self.process.pid, grace)
             self.process.wait()
-        sockets = [self.agent_socket, self.console_socket, self.qmp_socket]
-        for path in sockets + [n.local_socket for n in self.spec.nics]:
-            path.unlink(missing_ok=True)
+        self._remove_sockets()
 
 
 def stop_pid(pid: int, grace: float = 3.0) -> None:

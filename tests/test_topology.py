@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from sanlab.emulator.lab import plan
-from sanlab.scenarios.errors import ScenarioError
+from sanlab.scenarios.errors import SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import ResultRecord, aggregate
 from sanlab.scenarios.topology import FABRIC_HOST, initiators_of, ports, segments, trunks
@@ -271,3 +271,14 @@ def test_a_restart_or_reset_hits_only_its_own_target():
     assert sum(c.startswith(": > /tmp/sanlab-restart-") for c in target) == 1  # nvme-tcp only
     resets = [c for c in hosts["initiator"].commands if "reset_controller" in c]
     assert len(resets) == 1 and "sanlab:nvme-rdma" in resets[0]
+
+
+def test_a_vm_socket_path_too_long_for_qemu_is_refused_before_any_boot():
+    """A VM listens on its links' sockets and on its own (agent, console, monitor); the
+    longest of them, initiator.console.sock, is one byte over QEMU's limit here while every
+    link socket fits, and the plan names it."""
+    scenario = load_scenario(SCENARIOS / "pair-rxe.yaml")
+    fits = Path("/" + "r" * 83)  # 84 + 1 + len("initiator.console.sock") = 107 bytes
+    assert plan(scenario, "long", fits, None).specs
+    with pytest.raises(SanlabError, match=r"initiator\.console\.sock is over 107 bytes"):
+        plan(scenario, "long", Path("/" + "r" * 84), None)
