@@ -177,6 +177,70 @@ def project_chart(path: Path) -> None:
     plt.close(fig)
 
 
+# The QD 1 budget chart: each transport on the fabric the default profile gives it
+# natively, and the colour of each group of hops.
+BUDGET_SETUPS = [
+    ("nvme-rdma", "roce"),
+    ("iser", "roce"),
+    ("srp", "ib"),
+    ("nvme-tcp", "eth"),
+    ("iscsi", "eth"),
+]
+BUDGET_GROUPS = {
+    "initiator CPU": "#4a7ab0",
+    "interrupts": "#e0a040",
+    "NICs, PCIe, wire": "#8a8a8a",
+    "target CPU": "#5aa05a",
+    "device": "#b05a5a",
+}
+
+
+# A group of hops narrower than this in every bar is left out of the chart and its legend.
+VISIBLE_US = 0.05
+
+
+def _budget_group(hop_name: str, side: str) -> str:
+    if hop_name.endswith("-interrupt"):
+        return "interrupts"
+    if hop_name.startswith("device"):
+        return "device"
+    return {"initiator": "initiator CPU", "target": "target CPU"}.get(side, "NICs, PCIe, wire")
+
+
+def budget_chart(path: Path) -> None:
+    """QD 1 4 KiB reads on the default profile, each transport's latency as its named hops."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sanlab.models.budget import qd1_budget
+    from sanlab.models.network import Point
+
+    rows = []
+    for transport, fabric in BUDGET_SETUPS:
+        totals = dict.fromkeys(BUDGET_GROUPS, 0.0)
+        for hop in qd1_budget(Point(transport, fabric, 100, "randread", 4096, 1, 1)):
+            totals[_budget_group(hop.name, hop.side)] += hop.us
+        rows.append((f"{transport}/{fabric}", totals))
+    shown = [g for g in BUDGET_GROUPS if any(totals[g] >= VISIBLE_US for _, totals in rows)]
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    for y, (_, totals) in enumerate(rows):
+        left = 0.0
+        for group in shown:
+            ax.barh(y, totals[group], left=left, color=BUDGET_GROUPS[group], label=group if y == 0 else None)
+            left += totals[group]
+        ax.text(left, y, f"  {sum(totals.values()):.1f} µs", va="center")
+    ax.set_yticks(range(len(rows)), [label for label, _ in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("projected QD 1 latency of a 4 KiB read, µs (modern-100g, 100 GbE; sanlab model --budget)")
+    ax.set_xlim(0, ax.get_xlim()[1] * 1.15)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(shown), fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def sweep_chart(out: Path) -> None:
     from sanlab.models.sweep import SweepSpec, expand
     from sanlab.models.sweep_run import run_sweep
@@ -197,6 +261,7 @@ def main() -> None:
     ladder(DOCS / "generated")
     lab_pictures(DOCS / "generated")
     sweep_chart(DOCS / "generated")
+    budget_chart(DOCS / "generated" / "qd1-budget.png")
     print(f"wrote {DOCS / 'reference'} and {DOCS / 'generated'}", file=sys.stderr)
 
 
