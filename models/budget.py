@@ -22,6 +22,7 @@ HOPS = {
     "initiator-stack": "the transport's initiator: commands, completions, data received (stacks: initiators)",
     "initiator-digests": "CRC32C of the PDUs the initiator sends and checks (hosts: crc32c_cycles_per_byte)",
     "initiator-net": "the initiator's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
+    # (under load, packets are batched and share that cost: nics' batch_window_us; never at QD 1)
     "link-out": "serialisation towards the target (link rate, wire bytes)",
     "initiator-ports-tx": "serialisation out of the initiators' switch ports",
     "target-port-rx": "serialisation into the target's switch port",

@@ -323,8 +323,7 @@ def _stations(
     point: Point, prof: Profile, nic: Nic, stack: str, cost: StackCost, wire: WireCost, r: Recipe
 ) -> list[Station]:
     """The desks one I/O visits, in order, with their clerks and demands."""
-    init, tgt = prof.initiator, prof.target
-    n, conns = point.initiators, connections(point, prof)
+    n = point.initiators
     init_cpu, tgt_cpu = _cpu_desks(point, prof, cost, len(r.messages))
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
@@ -339,19 +338,71 @@ def _stations(
     ]
     packets = host_packets(point, nic, wire)
     if packets:
-        per_packet = nic.host_kcycles_per_packet
-        mine = Station(
-            "initiator-net",
-            min(conns, init.cores) * n,
-            packets * per_packet / init.stack_ghz,
-            side="initiator",
-        )
-        theirs = Station(
-            "target-net", min(conns * n, tgt.cores), packets * per_packet / tgt.stack_ghz, side="target"
-        )
+        mine, theirs = _net_desks(point, prof, nic, packets, stations)
         stations.insert(1, mine)
         stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, theirs)
     return stations
+
+
+# Rounds of the fixed point between a connection's I/O rate and its packet batching.
+BATCH_ROUNDS = 3
+
+
+def _net_desks(
+    point: Point, prof: Profile, nic: Nic, packets: int, others: list[Station]
+) -> tuple[Station, Station]:
+    """Each host's TCP stack, once per packet it handles, shared by the I/Os batched into it.
+
+    Alone in flight, an I/O's packets each take a pass through the stack.
+    Under load they do not: a NIC moderates its interrupts, so one poll
+    takes every packet that arrived in the window, GRO merges a flow's
+    back-to-back segments, and a transport's send work pushes what is
+    queued in one call (nvme-tcp's io_work, with MSG_MORE).  The batch grows
+    with the connection's I/O rate, which falls as the batch shrinks, so the
+    two are solved together: a few rounds, the rate taken from the
+    network's throughput bound (``throughput_bound``).
+    """
+    n = point.initiators
+    conns = connections(point, prof) * n
+    kcycles = packets * nic.host_kcycles_per_packet
+
+    def desks(batch: float) -> tuple[Station, Station]:
+        return (
+            Station(
+                "initiator-net",
+                min(conns // n, prof.initiator.cores) * n,
+                kcycles / batch / prof.initiator.stack_ghz,
+                side="initiator",
+            ),
+            Station(
+                "target-net",
+                min(conns, prof.target.cores),
+                kcycles / batch / prof.target.stack_ghz,
+                side="target",
+            ),
+        )
+
+    batch = 1.0
+    for _ in range(BATCH_ROUNDS):
+        rate = throughput_bound([*others, *desks(batch)], point.outstanding) / conns
+        batch = packet_batch(point.outstanding / conns, rate, nic.batch_window_us)
+    return desks(batch)
+
+
+def packet_batch(outstanding_per_conn: float, ios_per_us_per_conn: float, window_us: float) -> float:
+    """I/Os whose packets one connection's TCP stack handles in one go: one, plus those arriving
+    within the batching window, never more than the connection has in flight."""
+    return max(1.0, min(outstanding_per_conn, 1.0 + ios_per_us_per_conn * window_us))
+
+
+def throughput_bound(stations: list[Station], customers: int) -> float:
+    """I/Os per microsecond: the lesser of the population's bound (no queueing) and the busiest desk's."""
+    total = sum(s.demand_us for s in stations)
+    capacity = min(
+        (s.servers / s.demand_us for s in stations if s.kind == "queue" and s.demand_us > 0),
+        default=float("inf"),
+    )
+    return min(customers / total, capacity) if total > 0 else 0.0
 
 
 def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:

@@ -103,6 +103,11 @@ class Nic(_Strict):
     # before its interrupt fires; 0 is adaptive moderation (mlx5's DIM,
     # ixgbe/i40e's adaptive-rx), which at one request in flight fires at once.
     irq_coalesce_us: float = Field(0.0, ge=0, le=1000, description="interrupt coalescing delay (rx-usecs)")
+    # Under load, the window in which a connection's packets arriving one after another are
+    # handled in one go: interrupt moderation (ethtool -C rx-usecs; mlx5 starts at 16 us or
+    # 32 packets, and its DIM moves between them), GRO merging back-to-back segments of one
+    # flow within a NAPI poll, and the transport's io_work sending what is queued in one call.
+    batch_window_us: float = Field(8.0, ge=0, le=1000, description="packet batching window under load")
     # The slot, where a NIC names it: pcie_gbps then follows from the physics (models/pcie.py).
     pcie: PcieSlot | None = None
 

@@ -107,8 +107,9 @@ def test_recovered_parameters_hold_the_truth_within_their_intervals(profiles, tm
     }
     assert not missed
     pinned = [n for n, (lo, hi) in result.intervals.items() if hi / lo < 2]
-    # All but NVMe/RDMA's small target cost (about 1 us of a 2.8 GHz core) and
-    # NVMe/TCP's initiator cost (4 kcycles beside 5 per packet, which it trades with).
+    # All but NVMe/RDMA's small target cost (about 1 us of a 2.8 GHz core) and, at
+    # worst, NVMe/TCP's initiator cost (5 kcycles beside 7 per packet, which it trades
+    # with where packets are not batched).
     assert len(pinned) >= len(truth) - 2
 
 

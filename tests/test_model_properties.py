@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from sanlab.models import mva
 from sanlab.models.budget import qd1_budget
-from sanlab.models.network import Point, build, connections
+from sanlab.models.network import Point, build, connections, packet_batch
 from sanlab.models.profile import Switch, load_profile
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.semantics import RDMA_FABRICS, RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS
@@ -139,6 +139,36 @@ def test_with_segmentation_offload_the_host_pays_per_super_packet_not_per_frame(
     plain = profile.model_copy(update={"nics": [nic.model_copy(update={"gso_gro": False})]})
     per_frame = build(big, plain)
     assert mva.solve(per_frame).iops < 0.9 * mva.solve(build(big, profile)).iops
+
+
+def net_cycles_per_io(point: Point, profile=None) -> float:
+    """The initiator's TCP stack's microseconds per I/O (its packets, shared or not)."""
+    return next(s.demand_us for s in build(point, profile).stations if s.name == "initiator-net")
+
+
+@pytest.mark.parametrize("transport", TCP_TRANSPORTS)
+def test_under_load_a_connections_packets_are_batched_never_at_qd1(transport):
+    """Interrupt moderation, GRO and batched sends share a packet's cost among the I/Os of a
+    connection that arrive within the NIC's window: never fewer the deeper the queue, none
+    alone in flight, and none at all with no window."""
+    alone = Point(transport, "eth", 100, "randread", 4096, 1, 1)
+    profile = load_profile(alone.profile)
+    nic = profile.nic_for("eth", 100)
+    unbatched = profile.model_copy(update={"nics": [nic.model_copy(update={"batch_window_us": 0.0})]})
+    per_io = [net_cycles_per_io(replace(alone, iodepth=d)) for d in (1, 4, 32)]
+    assert per_io[0] == pytest.approx(net_cycles_per_io(alone, unbatched))
+    assert per_io[0] > per_io[1] >= per_io[2]  # the batch follows the rate, which a bound may cap
+    deep = replace(alone, iodepth=32)
+    assert net_cycles_per_io(deep, unbatched) == pytest.approx(per_io[0])
+    assert mva.solve(build(deep)).iops > mva.solve(build(deep, unbatched)).iops
+
+
+def test_a_batch_is_one_alone_grows_with_the_rate_and_never_exceeds_what_is_in_flight():
+    assert packet_batch(1, 10.0, 12.0) == 1.0
+    assert packet_batch(32, 0.0, 12.0) == 1.0
+    assert packet_batch(32, 0.1, 10.0) == pytest.approx(2.0)
+    assert packet_batch(32, 0.2, 10.0) == pytest.approx(3.0)
+    assert packet_batch(2, 10.0, 12.0) == 2.0
 
 
 @pytest.mark.parametrize("transport,fabric", [("nvme-tcp", "eth"), ("nvme-rdma", "roce")])
