@@ -354,7 +354,7 @@ def _print_checks(seed: int, which: str) -> None:
         row = j.cell.row
         click.echo(
             f"  {j.table}: {row.label:<40} published {row.bw_mibps:>8,.0f} MiB/s  "
-            f"model {row.bw_mibps * (1 + j.throughput_error):>8,.0f}  {100 * j.throughput_error:+6.1f}%"
+            f"model {j.model_mibps:>8,.0f}  {100 * j.throughput_error:+6.1f}%"
             f"  [{j.cell.bottleneck}]"
         )
 

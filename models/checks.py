@@ -33,9 +33,13 @@ class Judged:
     cell: CellError
 
     @property
+    def model_mibps(self) -> float:
+        return self.cell.iops * self.cell.row.point.bs / 2**20
+
+    @property
     def throughput_error(self) -> float:
         """Projected MiB/s against published (the same as IOPS at one block size)."""
-        return self.cell.iops * self.cell.row.point.bs / 2**20 / self.cell.row.bw_mibps - 1
+        return self.model_mibps / self.cell.row.bw_mibps - 1
 
 
 def check_tables() -> list[Path]:

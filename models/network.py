@@ -363,14 +363,15 @@ def _net_desks(
     network's throughput bound (``throughput_bound``).
     """
     n = point.initiators
-    conns = connections(point, prof) * n
+    per_initiator = connections(point, prof)
+    conns = per_initiator * n
     kcycles = packets * nic.host_kcycles_per_packet
 
     def desks(batch: float) -> tuple[Station, Station]:
         return (
             Station(
                 "initiator-net",
-                min(conns // n, prof.initiator.cores) * n,
+                min(per_initiator, prof.initiator.cores) * n,
                 kcycles / batch / prof.initiator.stack_ghz,
                 side="initiator",
             ),

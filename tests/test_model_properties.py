@@ -141,7 +141,7 @@ def test_with_segmentation_offload_the_host_pays_per_super_packet_not_per_frame(
     assert mva.solve(per_frame).iops < 0.9 * mva.solve(build(big, profile)).iops
 
 
-def net_cycles_per_io(point: Point, profile=None) -> float:
+def net_us_per_io(point: Point, profile=None) -> float:
     """The initiator's TCP stack's microseconds per I/O (its packets, shared or not)."""
     return next(s.demand_us for s in build(point, profile).stations if s.name == "initiator-net")
 
@@ -155,11 +155,11 @@ def test_under_load_a_connections_packets_are_batched_never_at_qd1(transport):
     profile = load_profile(alone.profile)
     nic = profile.nic_for("eth", 100)
     unbatched = profile.model_copy(update={"nics": [nic.model_copy(update={"batch_window_us": 0.0})]})
-    per_io = [net_cycles_per_io(replace(alone, iodepth=d)) for d in (1, 4, 32)]
-    assert per_io[0] == pytest.approx(net_cycles_per_io(alone, unbatched))
+    per_io = [net_us_per_io(replace(alone, iodepth=d)) for d in (1, 4, 32)]
+    assert per_io[0] == pytest.approx(net_us_per_io(alone, unbatched))
     assert per_io[0] > per_io[1] >= per_io[2]  # the batch follows the rate, which a bound may cap
     deep = replace(alone, iodepth=32)
-    assert net_cycles_per_io(deep, unbatched) == pytest.approx(per_io[0])
+    assert net_us_per_io(deep, unbatched) == pytest.approx(per_io[0])
     assert mva.solve(build(deep)).iops > mva.solve(build(deep, unbatched)).iops
 
 
