@@ -93,7 +93,11 @@ class AgentClient:
         sock = self._connect(deadline)
         ident = self._next
         self._next += 1
-        sock.sendall((json.dumps({**body, "id": ident}) + "\n").encode())
+        try:
+            sock.sendall((json.dumps({**body, "id": ident}) + "\n").encode())
+        except OSError as exc:  # a full socket the guest does not read, or a closed one
+            self.close()
+            raise AgentError(f"{self.host}: cannot send to the agent: {exc!r}") from None
         while True:
             while b"\n" in self._buffer:
                 line, self._buffer = self._buffer.split(b"\n", 1)

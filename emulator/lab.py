@@ -286,16 +286,25 @@ class Lab:
 
     def _open_ssh(self, say: Say) -> None:
         """sshd in every guest, reached with a throw-away key through a forwarded port."""
-        key = guest_ssh.make_key(self.run_dir)
-        public = key.with_suffix(".pub").read_text()
+        guest_ssh.make_key(self.run_dir)
         for vm in self.vms.values():
-            port = self.plan.specs[vm.name].ssh_port
-            assert port is not None
-            guest_ssh.start_sshd(vm, public, MGMT_MAC, MGMT_ADDRESS)
-            host = guest_ssh.guest_host(vm.name, port, key, self.run_dir)
-            guest_ssh.wait_for_sshd(host)
-            self.ssh_hosts[vm.name] = host
-            say(f"  {vm.name}: sshd on 127.0.0.1:{port}")
+            self.ssh_hosts[vm.name] = self._ssh_into(vm)
+            say(f"  {vm.name}: sshd on 127.0.0.1:{self.plan.specs[vm.name].ssh_port}")
+
+    def _ssh_into(self, vm: Vm) -> SshHost:
+        """Start sshd in ``vm`` for the lab's key; the ``SshHost`` that reaches it, once it answers."""
+        key = self.run_dir / guest_ssh.KEY_FILE
+        port = self.plan.specs[vm.name].ssh_port
+        assert port is not None
+        guest_ssh.start_sshd(vm, key.with_suffix(".pub").read_text(), MGMT_MAC, MGMT_ADDRESS)
+        host = guest_ssh.guest_host(vm.name, port, key, self.run_dir)
+        guest_ssh.wait_for_sshd(host)
+        return host
+
+    def _reopen_ssh(self, vm: Vm) -> None:
+        """A rebooted guest's sshd is gone, and with it every connection to it."""
+        self.ssh_hosts.pop(vm.name).close()
+        self.ssh_hosts[vm.name] = self._ssh_into(vm)
 
     def _configure(self, vm: Vm) -> None:
         if vm.name == FABRIC_HOST and self.plan.fabric is not None:
@@ -342,25 +351,67 @@ class Lab:
         another shell (``LabCables``), through the state this lab wrote."""
         LabCables(self.name).set_carrier(link, up)
 
-    def restart_link(self, link: str) -> LinkHealth:
-        """Bring both ends of ``link`` down and up again; if that is not enough, reset both NICs.
+    def restart_link(self, link: str, say: Say = lambda m: None) -> LinkHealth:
+        """Bring both ends of ``link`` down and up again; if that is not enough, reset both
+        NICs; if that is not enough either, reboot both hosts.
 
-        Returns the health after the last step, its detail saying which step it took.
+        Each step is harsher than the last and is tried only when the one
+        before left the link silent (or could not be taken: a guest whose
+        agent no longer answers).  The reboot is for a guest kernel that
+        soft-RDMA wedged (Linux 6.1's rxe can hang a QP's teardown, or oops):
+        nothing short of it frees the NIC.  Returns the health after the last
+        step taken, its detail naming that step and what the ones before found.
         """
-        for vm, nic, _ in self._ends(link):
-            cables.restart(vm, nic)
-        time.sleep(2)
-        health = self.check_link(link)
-        if health.ok:
-            return LinkHealth(link, True, f"down/up: {health.detail}")
-        try:
-            for vm, nic, _ in self._ends(link):
-                cables.reset(vm, nic)
-        except SanlabError as exc:
-            return LinkHealth(link, False, f"down/up did not help; {exc}")
-        time.sleep(2)
-        health = self.check_link(link)
-        return LinkHealth(link, health.ok, f"NIC reset after down/up did not help: {health.detail}")
+        ends = self._ends(link)
+
+        def each_end(act: Callable[[Vm, Interface], None]) -> Callable[[], None]:
+            def take() -> None:
+                for vm, nic, _ in ends:
+                    act(vm, nic)
+
+            return take
+
+        steps: list[tuple[str, Callable[[], None]]] = [
+            ("down/up", each_end(cables.restart)),
+            ("NIC reset", each_end(cables.reset)),
+            ("reboot", partial(self.reboot, self._hosts(ends), say)),
+        ]
+        failed: list[str] = []
+        both = " and ".join(self._hosts(ends))
+        for step, take in steps:
+            if failed:
+                say(f"link {link}: {failed[-1].splitlines()[0]}; next: {step} of {both}")
+            try:
+                take()
+                time.sleep(2)
+                health = self.check_link(link)
+            except SanlabError as exc:
+                failed.append(f"{step} failed: {exc}")
+                continue
+            before = f" (before it: {'; '.join(failed)})" if failed else ""
+            if health.ok:
+                return LinkHealth(link, True, f"{step}: {health.detail}{before}")
+            failed.append(f"{step} did not help: {health.detail}")
+        return LinkHealth(link, False, "; ".join(failed))
+
+    @staticmethod
+    def _hosts(ends: list[tuple[Vm, Interface, str]]) -> list[str]:
+        return [vm.name for vm, _, _ in ends]
+
+    def reboot(self, names: list[str], say: Say = lambda m: None) -> None:
+        """Reset the machines of hosts ``names`` at once and set them up again as ``up`` did:
+        links, fabric flows and sshd.  What ran in them is gone; what a target needs it
+        makes again when it is exported."""
+        if FABRIC_HOST in names:
+            raise SanlabError("the fabric VM is not rebooted: it would take every switched link with it")
+        vms = [self.vms[name] for name in names]
+        with ThreadPoolExecutor(len(vms)) as pool:
+            for vm, seconds in zip(vms, pool.map(lambda v: v.reboot(BOOT_TIMEOUT), vms), strict=True):
+                say(f"  {vm.name}: rebooted, ready in {seconds:.1f} s")
+            list(pool.map(self._configure, vms))
+        for vm in vms:
+            if vm.name in self.ssh_hosts:
+                self._reopen_ssh(vm)
 
     def _link_summary(self) -> Iterator[str]:
         for (link, host), address in self.plan.addresses.items():

@@ -171,6 +171,6 @@ def reset(host: Runs, nic: Interface) -> None:
         ]
     result = host.run("\n".join(lines), timeout=60)
     if not result.ok:
-        why = result.stderr.strip()
+        why = result.stderr.strip() or ("no answer in 60 s" if result.timed_out else f"exit {result.rc}")
         raise SanlabError(f"{host.name}: resetting the NIC of link {nic.link!r} failed: {why}")
     configure(host, nic)

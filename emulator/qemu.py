@@ -26,6 +26,9 @@ from sanlab.emulator.images import Image
 from sanlab.scenarios.errors import SanlabError, ToolMissing
 
 QEMU = "qemu-system-x86_64"
+# A guest's uptime just after a reset may run ahead of the host's clock by this much
+# (TCG's clock is not the host's); an old boot's uptime is far larger.
+REBOOT_CLOCK_SLACK_S = 5.0
 
 
 def qemu_binary() -> str:
@@ -33,6 +36,21 @@ def qemu_binary() -> str:
     if path is None:
         raise ToolMissing(QEMU, "install it with: apt-get install qemu-system-x86")
     return path
+
+
+def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -> None:
+    """Send ``commands`` (name, arguments) to the QEMU monitor behind ``qmp_socket``, in order;
+    a monitor that refuses or does not answer is an error that says ``what`` was being done."""
+    monitor = QEMUMonitorProtocol(str(qmp_socket))
+    try:
+        monitor.settimeout(15)
+        monitor.connect()
+        for name, args in commands:
+            monitor.cmd(name, **args)  # an error reply raises ExecuteError, a QMPError
+    except (OSError, QMPError) as exc:
+        raise SanlabError(f"QEMU would not {what}: {exc}") from None
+    finally:
+        monitor.close()
 
 
 def set_netdev_link(qmp_socket: Path, index: int, up: bool, what: str) -> None:
@@ -45,16 +63,25 @@ def set_netdev_link(qmp_socket: Path, index: int, up: bool, what: str) -> None:
     deletes the routes, so rxe's sends fail at once and, on Linux 6.1, can
     leave its QP 1 deaf to every later connection request.)
     """
-    monitor = QEMUMonitorProtocol(str(qmp_socket))
-    try:
-        monitor.settimeout(15)
-        monitor.connect()
-        monitor.cmd("set_link", name=f"n{index}", up=up)
-    except (OSError, QMPError) as exc:
-        state = "up" if up else "down"
-        raise SanlabError(f"QEMU would not set {what} {state}: {exc}") from None
-    finally:
-        monitor.close()
+    qmp(qmp_socket, f"set {what} {'up' if up else 'down'}", ("set_link", {"name": f"n{index}", "up": up}))
+
+
+def press_reset(qmp_socket: Path, what: str) -> None:
+    """Press the machine's reset button: the guest boots again in the same QEMU process, so its
+    sockets, links and captures stay.
+
+    VMs run with ``-no-reboot`` (a guest that panics or reboots itself ends
+    its QEMU, which the lab sees), and under it QEMU turns a reset into a
+    shutdown.  So the reboot action is reset from here until ``keep_no_reboot``
+    puts it back, once the new boot has come up: the firmware resets the
+    machine twice more on its way (QEMU 7.2, SeaBIOS), and under the old action that ended QEMU.
+    """
+    qmp(qmp_socket, f"reset {what}", ("set-action", {"reboot": "reset"}), ("system_reset", {}))
+
+
+def keep_no_reboot(qmp_socket: Path, what: str) -> None:
+    """A reboot ends QEMU again, as ``-no-reboot`` said at start (see ``press_reset``)."""
+    qmp(qmp_socket, f"restore -no-reboot for {what}", ("set-action", {"reboot": "shutdown"}))
 
 
 @dataclass(frozen=True)
@@ -222,6 +249,40 @@ class Vm:
             raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
         self.boot_seconds = time.monotonic() - started
         return self.boot_seconds
+
+    def reboot(self, timeout: float) -> float:
+        """Reset the machine and wait for the new boot's agent; returns the seconds it took.
+
+        For a guest whose kernel is wedged (a task stuck in a soft-RDMA
+        driver, an oops that took its network): nothing inside it can help,
+        and a reset keeps the QEMU process with its link sockets and
+        captures.  An answer from the old boot, which the reset may not yet
+        have reached, is told apart by its uptime.
+        """
+        self.agent.close()
+        pressed = time.monotonic()
+        press_reset(self.qmp_socket, self.name)
+        try:
+            self._wait_new_boot(pressed, timeout)
+        finally:
+            if self.running():
+                keep_no_reboot(self.qmp_socket, self.name)
+        return time.monotonic() - pressed
+
+    def _wait_new_boot(self, pressed: float, timeout: float) -> None:
+        while True:
+            left = timeout - (time.monotonic() - pressed)
+            if left <= 0:
+                why = f"{self.name} did not boot again within {timeout:.0f} s"
+                raise SanlabError(f"{why}\n{self.diagnosis()}")
+            try:
+                uptime = self.agent.wait_ready(left, alive=self.running)
+            except AgentError as exc:
+                raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
+            if uptime <= time.monotonic() - pressed + REBOOT_CLOCK_SLACK_S:
+                return
+            self.agent.close()  # the old boot answered: the reset is still on its way
+            time.sleep(0.5)
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None

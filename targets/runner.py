@@ -192,6 +192,14 @@ class LinkState(Protocol):
     def detail(self) -> str: ...
 
 
+@dataclass(frozen=True)
+class _Unchecked:
+    """A link whose check itself failed: as good as stalled."""
+
+    detail: str
+    ok: bool = False
+
+
 class Sink(Protocol):
     """Where finished points go as they finish (a run's journal), so an interrupted run loses none."""
 
@@ -213,7 +221,10 @@ class LinkDoctor(Protocol):
 
     def check_link(self, link: str) -> LinkState: ...
 
-    def restart_link(self, link: str) -> LinkState: ...
+    def restart_link(self, link: str, say: Say) -> LinkState:
+        """Restart ``link`` as harshly as it takes (down/up, NIC reset, reboot), saying each
+        step that takes long."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -429,19 +440,26 @@ def _consult(
     points back from wherever they were already recorded.
     """
     try:
-        health = doctor.check_link(link)
-        if health.ok:
-            return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
-        say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
-        revived = doctor.restart_link(link)
-    except SanlabError as exc:  # a host that no longer answers its agent, say
-        return [_with_link(r, f"link {link} could not be checked: {exc}") for r in attempt]
+        health: LinkState = doctor.check_link(link)
+    except SanlabError as exc:  # a host that no longer answers its agent: its kernel is wedged
+        health = _Unchecked(f"could not be checked: {str(exc).splitlines()[0]}")
+    if health.ok:
+        return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
+    say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
+    try:
+        revived = doctor.restart_link(link, _prefixed(say, name))
+    except SanlabError as exc:
+        return [_with_link(r, f"link {link} stalled and could not be restarted: {exc}") for r in attempt]
     if not revived.ok:
         return [
             _with_link(r, f"link {link} stalled and did not come back ({revived.detail})") for r in attempt
         ]
-    say(f"{name}: link {link} answers again; running {name} once more")
-    note = f"first attempt failed on a stalled link {link} ({health.detail}): {_first_error(attempt)}"
+    step = revived.detail.split(":")[0]  # down/up, NIC reset or reboot
+    say(f"{name}: link {link} answers again ({step}); running {name} once more")
+    note = (
+        f"first attempt failed on a stalled link {link} ({health.detail}), revived by {step}: "
+        f"{_first_error(attempt)}"
+    )
     withdraw()  # the first attempt's points give way to the rerun's
     return [r.model_copy(update={"note": note}) for r in rerun()]
 

@@ -182,6 +182,27 @@ def test_an_rdma_device_that_stopped_working_is_found_and_its_nic_reset(pair):
     assert "rping" in revived.detail and "over" in revived.detail
 
 
+def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
+    """A blackhole route outlives down/up and the NIC reset (it names no device), as a wedged
+    kernel would: both hosts are rebooted in their QEMU processes and set up again."""
+    driver, lab = pair
+    initiator = lab.plan.addresses[("fabric", "initiator")]
+    lab.vms["target"].run(f"ip route add blackhole {initiator}/32", timeout=30).check()
+    pids = {name: vm.pid for name, vm in lab.vms.items()}
+    heard: list[str] = []
+    revived = lab.restart_link("fabric", heard.append)
+    assert revived.ok and revived.detail.startswith("reboot: "), revived.detail
+    assert "NIC reset did not help" in revived.detail, revived.detail
+    assert any("next: reboot of initiator and target" in line for line in heard), heard
+    assert {name: vm.pid for name, vm in lab.vms.items()} == pids  # the same QEMU processes
+    for vm in lab.vms.values():
+        uptime = float(vm.run("cut -d' ' -f1 /proc/uptime", timeout=30).check().stdout)
+        assert uptime < 300, (vm.name, uptime)  # a new boot
+        out = vm.run("rdma link show", timeout=30).stdout
+        assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
+    assert "blackhole" not in lab.vms["target"].run("ip route", timeout=30).stdout
+
+
 def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     """The initiator's end is down: Connect fails at once, the doctor revives the link, the rerun passes."""
     driver, lab = pair
@@ -199,4 +220,5 @@ def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     assert [r.error for r in records] == [None], records
     assert records[0].verify == "pass" and records[0].iops > 0
     assert "stalled link fabric" in (records[0].note or ""), records[0].note
+    assert "revived by down/up" in records[0].note, records[0].note
     assert any("running nvme-tcp once more" in line for line in heard), heard

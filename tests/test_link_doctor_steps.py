@@ -1,0 +1,78 @@
+"""How the runner consults the link doctor after a target failed (``runner._consult``).
+
+The doctor here is a stand-in for ``Lab``, written down step by step: the
+case it stands for (a guest kernel so wedged that its agent stops answering)
+takes minutes of agent timeouts to bring about in real VMs, while the
+runner's part, what it asks and what the records then say, is this.
+``tests/test_emulator_pairs.py`` drives the real ``Lab`` through every step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.records import ResultRecord
+from sanlab.targets import runner
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    detail: str
+
+
+@dataclass
+class WedgedGuest:
+    """A doctor whose check cannot reach a guest, and whose restart reboots it."""
+
+    revives: bool
+    asked: list[str] = field(default_factory=list)
+
+    def check_link(self, link: str) -> Health:
+        self.asked.append(f"check {link}")
+        raise SanlabError("target: no answer from the agent within 40 s\nmore lines")
+
+    def restart_link(self, link: str, say: runner.Say) -> Health:
+        self.asked.append(f"restart {link}")
+        say("next: reboot of initiator and target")
+        if self.revives:
+            return Health(True, "reboot: initiator -> 169.254.10.2: answers")
+        return Health(False, "reboot failed: initiator did not boot again within 180 s")
+
+
+def _failed() -> ResultRecord:
+    return ResultRecord(
+        mode="emulated", transport="nvme-rdma", fabric="roce", target_stack="nvmet", mtu=1500,
+        rw="randwrite", bs=4096, iodepth=4, numjobs=1, verify="fail", error="fio exit 1",
+    )  # fmt: skip
+
+
+def _passed() -> ResultRecord:
+    return _failed().model_copy(update={"error": None, "verify": "pass", "iops": 900.0})
+
+
+def test_a_guest_that_cannot_be_checked_is_restarted_and_the_target_run_again():
+    doctor, heard, withdrawn = WedgedGuest(revives=True), [], []
+    records = runner._consult(
+        doctor, "roce", "nvmet-rdma-rxe", [_failed()], lambda: [_passed()], heard.append,
+        lambda: withdrawn.append(True),
+    )  # fmt: skip
+    assert doctor.asked == ["check roce", "restart roce"]
+    assert [r.error for r in records] == [None] and withdrawn == [True]
+    note = records[0].note or ""
+    assert "could not be checked: target: no answer from the agent within 40 s" in note, note
+    assert "revived by reboot" in note and "fio exit 1" in note, note
+    assert "nvmet-rdma-rxe: next: reboot of initiator and target" in heard, heard
+
+
+def test_a_guest_no_reboot_revives_keeps_its_error_with_every_step_said():
+    doctor, withdrawn = WedgedGuest(revives=False), []
+    records = runner._consult(
+        doctor, "roce", "nvmet-rdma-rxe", [_failed()], lambda: [_passed()], lambda m: None,
+        lambda: withdrawn.append(True),
+    )  # fmt: skip
+    assert withdrawn == []  # nothing ran again
+    error = records[0].error or ""
+    assert error.startswith("fio exit 1\n  link roce stalled and did not come back"), error
+    assert "did not boot again within 180 s" in error, error
