@@ -11,13 +11,12 @@ and in ``tests/test_checks.py``.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 
 from sanlab.models.calibrate import CellError, evaluate
 from sanlab.models.profile import load_profile
-from sanlab.models.published import Measured, load_table
+from sanlab.models.published import Measured, measured, read_rows
 from sanlab.scenarios.errors import SanlabError
 
 CHECKS_DIR = Path(__file__).parent / "data"
@@ -49,12 +48,12 @@ def check_tables() -> list[Path]:
 def load_checks(path: Path) -> list[Measured]:
     """One table's rows, each on the profile its ``profile`` column names; a row that does
     not say where it comes from, or on which profile, is refused."""
-    with path.open(newline="") as handle:
-        for number, row in enumerate(csv.DictReader(handle), start=2):
-            for field in ("profile", *PROVENANCE):
-                if not (row.get(field) or "").strip():
-                    raise SanlabError(f"{path}: line {number}: '{field}' is empty; every row names it")
-    return load_table(path, profile="")
+    rows = read_rows(path)
+    for number, row in enumerate(rows, start=2):
+        for field in ("profile", *PROVENANCE):
+            if not (row.get(field) or "").strip():
+                raise SanlabError(f"{path}: line {number}: '{field}' is empty; every row names it")
+    return [measured(row, profile="") for row in rows]
 
 
 def judge(seed: int = 1) -> list[Judged]:

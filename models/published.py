@@ -50,30 +50,35 @@ def calibration_dir(explicit: str | Path | None = None) -> Path:
 def load_table(path: Path, profile: str) -> list[Measured]:
     """Rows of one published table as points on ``profile`` (or on a row's own ``profile``
     column, with its ``mtu`` where the table gives one)."""
-    rows = []
+    return [measured(row, profile) for row in read_rows(path)]
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """A published table's rows as its CSV header names them."""
     with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            local = row.get("setup") == "local"
-            lat = row.get("lat_mean_ms")
-            cpu = row.get("cpu_pct")
-            point = Point(
-                transport="local" if local else row["transport"],
-                fabric="eth" if local else row["fabric"],
-                link_gbps=float(row["link_gbps"]) or 100.0,
-                rw=row["rw"],
-                bs=parse_size(row["bs"]),
-                iodepth=int(row["iodepth"]),
-                numjobs=int(row["numjobs"]),
-                profile=row.get("profile") or profile,
-                mtu=int(row["mtu"]) if row.get("mtu") else None,
-            )
-            rows.append(
-                Measured(
-                    point=point,
-                    iops=float(row["iops"]),
-                    bw_mibps=float(row["bw_mibps"]),
-                    lat_mean_us=float(lat) * 1000 if lat else None,
-                    cpu_pct=float(cpu) if cpu else None,
-                )
-            )
-    return rows
+        return list(csv.DictReader(handle))
+
+
+def measured(row: dict[str, str], profile: str) -> Measured:
+    """One published row as a point on ``profile`` (or its own ``profile`` column)."""
+    local = row.get("setup") == "local"
+    lat = row.get("lat_mean_ms")
+    cpu = row.get("cpu_pct")
+    point = Point(
+        transport="local" if local else row["transport"],
+        fabric="eth" if local else row["fabric"],
+        link_gbps=float(row["link_gbps"]) or 100.0,
+        rw=row["rw"],
+        bs=parse_size(row["bs"]),
+        iodepth=int(row["iodepth"]),
+        numjobs=int(row["numjobs"]),
+        profile=row.get("profile") or profile,
+        mtu=int(row["mtu"]) if row.get("mtu") else None,
+    )
+    return Measured(
+        point=point,
+        iops=float(row["iops"]),
+        bw_mibps=float(row["bw_mibps"]),
+        lat_mean_us=float(lat) * 1000 if lat else None,
+        cpu_pct=float(cpu) if cpu else None,
+    )
