@@ -25,7 +25,7 @@ from sanlab.models.transports import (
     wire_bound_iops,
     wire_cost,
 )
-from sanlab.models.wire import data_rate_gbps
+from sanlab.models.wire import data_rate_gbps, packet_payload
 from sanlab.scenarios.schema import DEFAULT_PROFILE
 
 
@@ -189,7 +189,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         return _local(point, prof, stack, cost)
     r = recipe(point.transport, point.rw, point.bs, _protocol(prof, stack, point))
     wire = wire_cost(r, point.fabric, mtu)
-    stations = _stations(point, prof, nic, stack, cost, wire, r)
+    stations = _stations(point, prof, nic, stack, cost, wire, r, mtu)
     return Network(
         point=point,
         stations=tuple(s for s in stations if s.demand_us > 0),
@@ -291,14 +291,15 @@ def digested_bytes(point: Point, pdus: int) -> int:
 NS_PER_METRE = 5.0
 
 
-def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float) -> Station:
+def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float, fill_us: float) -> Station:
     """What every I/O waits however idle the machines are, as one delay made of named hops.
 
     Once each way per round trip: the NICs' pipelines and the PCIe doorbell
     and DMA at the two ends (together ``Nic.one_way_us``, as perftest
     measures back to back), the cable's propagation and the profile's switch
-    (several initiators always meet in one).  Once per I/O: each side's interrupt waking the
-    waiting thread, unless that side polls, and the backend's access time.
+    (several initiators always meet in one).  Once per I/O: the data path's pipeline fill
+    (``_pipeline_fill``), each side's interrupt waking the waiting thread, unless that side
+    polls, and the backend's access time.
     One delay desk (one simulator event); ``parts`` keeps the hops apart.
     """
     ways = round_trips * 2
@@ -307,6 +308,7 @@ def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float
     parts = (
         ("nic-pipeline", ways * (nic.one_way_us - doorbell)),
         ("pcie-doorbell", ways * doorbell),
+        ("pipeline-fill", fill_us),
         ("propagation", ways * prof.cable_m * NS_PER_METRE / 1000),
         ("switch", ways * switch.latency_us if switch else 0.0),
         ("initiator-interrupt", 0.0 if point.poll else prof.initiator.wakeup_us + nic.irq_coalesce_us),
@@ -320,21 +322,35 @@ def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float
 
 
 def _stations(
-    point: Point, prof: Profile, nic: Nic, stack: str, cost: StackCost, wire: WireCost, r: Recipe
+    point: Point,
+    prof: Profile,
+    nic: Nic,
+    stack: str,
+    cost: StackCost,
+    wire: WireCost,
+    r: Recipe,
+    mtu: int,
 ) -> list[Station]:
     """The desks one I/O visits, in order, with their clerks and demands."""
     n = point.initiators
     init_cpu, tgt_cpu = _cpu_desks(point, prof, cost, len(r.messages))
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
+    out = _ports("out", n, wire.wire_out * 8 / rate_bits_per_us)
+    back = _ports("in", n, wire.wire_in * 8 / rate_bits_per_us)
+    dma = point.bs * 8 / (nic.pcie_gbps * 1000)
+    if "read" in point.rw:
+        back = _streamed(back, dma)
+    else:
+        out = _streamed(out, dma)
+    fill = _pipeline_fill(point, nic, mtu, rate_bits_per_us)
     stations = [
         init_cpu,
-        *_ports("out", n, wire.wire_out * 8 / rate_bits_per_us),
+        *out,
         tgt_cpu,
         Station("device", backend.parallel, _device_demand(point, prof)[0]),
-        Station("pcie", 1, point.bs * 8 / (nic.pcie_gbps * 1000), cv=0.0),
-        *_ports("in", n, wire.wire_in * 8 / rate_bits_per_us),
-        _fixed(point, prof, nic, stack, r.round_trips),
+        *back,
+        _fixed(point, prof, nic, stack, r.round_trips, fill),
     ]
     packets = host_packets(point, nic, wire)
     if packets:
@@ -412,6 +428,30 @@ def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:
     if point.fabric != "eth" or nic.toe:
         return 0
     return wire.super_packets if nic.gso_gro else wire.frames
+
+
+def _streamed(ports: list[Station], dma_us: float) -> list[Station]:
+    """The data's way: the target NIC's DMA across its slot streams alongside its port's
+    serialisation, packet by packet, so the two overlap.
+
+    One desk does both: busy for the longer of the two (the slower stage
+    sets the rate), named after it, its parts the wire's time and the DMA
+    the wire does not cover.  The pipeline's fill, the one packet that the
+    faster stage handles before or after the slower, is a fixed delay
+    (``_pipeline_fill``): it costs latency, not capacity.
+    """
+    at = next(i for i, st in enumerate(ports) if st.name.startswith(("link-", "target-port-")))
+    wire = ports[at]
+    name = "pcie" if dma_us > wire.demand_us else wire.name
+    parts = ((wire.name, wire.demand_us), ("pcie", max(0.0, dma_us - wire.demand_us)))
+    return [*ports[:at], _desk(name, 1, parts, cv=0.0), *ports[at + 1 :]]
+
+
+def _pipeline_fill(point: Point, nic: Nic, mtu: int, wire_bits_per_us: float) -> float:
+    """One packet through the faster of the DMA and the wire: what a two-stage pipeline adds to
+    its slower stage.  A block that fits one packet is not pipelined at all."""
+    packet_bits = min(point.bs, packet_payload(point.fabric, mtu)) * 8
+    return packet_bits / max(nic.pcie_gbps * 1000, wire_bits_per_us)
 
 
 def _ports(direction: str, initiators: int, serial_us: float) -> list[Station]:

@@ -38,6 +38,7 @@ from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the models' 
     TCP_TS,
     UDP,
 )
+from sanlab.scenarios.semantics import TCP_FABRICS
 
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
 # Linux's largest TSO/GSO super-packet and GRO merge (GSO_MAX_SIZE, 64 KiB).
@@ -99,6 +100,12 @@ def rdma_path_mtu(netdev_mtu: int, fabric: str) -> int:
 def tcp_mss(mtu: int) -> int:
     """Linux's MSS with TCP timestamps over IPv4."""
     return mtu - IPV4 - TCP_TS
+
+
+def packet_payload(fabric: str, mtu: int) -> int:
+    """The most data one frame carries: the TCP MSS on a byte stream (TCP, iWARP), the RDMA
+    path MTU on RoCE and InfiniBand."""
+    return tcp_mss(mtu) if fabric in TCP_FABRICS else rdma_path_mtu(mtu, fabric)
 
 
 def _rdma_packet(fabric: str, payload: int, ext: int, direction: str, ack: bool) -> Frame:
@@ -257,7 +264,7 @@ def stream_frames(messages: list[Message], fabric: str, mtu: int) -> list[Frame]
 
 def frames_for(messages: list[Message], fabric: str, mtu: int) -> list[Frame]:
     """Frames of an I/O's messages on ``fabric``: 'eth' (TCP), 'roce', 'ib' or 'iwarp'."""
-    if fabric in ("eth", "iwarp"):
+    if fabric in TCP_FABRICS:
         return stream_frames(messages, fabric, mtu)
     return [f for m in messages for f in rdma_frames(m, fabric, mtu)]
 

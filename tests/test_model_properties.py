@@ -107,6 +107,25 @@ def test_qd1_latency_is_the_sum_of_its_named_hops(transport, fabric):
     assert simulated == pytest.approx(sum(hop.us for hop in hops), rel=1e-6)
 
 
+@pytest.mark.parametrize("rw", ["randread", "randwrite"])
+@pytest.mark.parametrize("transport,fabric", PAIRS)
+def test_the_nic_streams_its_dma_alongside_the_wire(transport, fabric, rw):
+    """A block of many packets at QD 1: the target NIC's DMA overlaps the wire, so the two cost
+    the slower of them plus one packet's fill, not their sum; and the desk that carries both
+    is busy for the slower, so the rate at depth is still the slower's."""
+    point = Point(transport, fabric, 100, rw, 131072, 1, 1)
+    net = build(point)
+    bs = point.bs // net.split
+    nic = load_profile(point.profile).nic_for(fabric, 100)
+    dma = bs * 8 / (nic.pcie_gbps * 1000)
+    way = "link-in" if rw == "randread" else "link-out"
+    hops = {hop.name: hop.us for hop in qd1_budget(point)}
+    assert hops[way] + hops.get("pcie", 0.0) == pytest.approx(max(hops[way], dma))
+    assert 0 < hops["pipeline-fill"] < 0.25 * max(hops[way], dma)
+    desk = next(s for s in net.stations if s.name in (way, "pcie"))
+    assert desk.demand_us == pytest.approx(max(hops[way], dma))
+
+
 @pytest.mark.parametrize("transport,fabric", PAIRS)
 def test_the_side_that_receives_the_data_pays_per_byte(transport, fabric):
     """TCP receivers copy and senders do not: a read costs the initiator per byte, a write the
