@@ -22,6 +22,7 @@ class Reply:
     rc: int = 0
     stdout: str = ""
     stderr: str = ""
+    timed_out: bool = False
 
     @property
     def ok(self) -> bool:

@@ -26,6 +26,11 @@ class Result(Protocol):
     @property
     def ok(self) -> bool: ...
 
+    @property
+    def timed_out(self) -> bool:
+        """The command was stopped at its timeout; what it started in the kernel may go on."""
+        ...
+
 
 class Host(Protocol):
     @property
@@ -54,8 +59,9 @@ def sh(host: Host, script: str, what: str, timeout: float = 120.0) -> str:
     if not result.ok:
         detail = (result.stderr or result.stdout).strip().splitlines()[-6:]
         kernel = kernel_tail(host)
+        why = f"no answer in {timeout:g} s" if result.timed_out else f"exit {result.rc}"
         raise StackError(
-            f"{host.name}: {what} failed (exit {result.rc}): "
+            f"{host.name}: {what} failed ({why}): "
             + " | ".join(detail)
             + (f"\n  kernel log: {kernel}" if kernel else "")
         )

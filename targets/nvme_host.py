@@ -20,6 +20,9 @@ from sanlab.targets.naming import NVME_PORT
 # TCG every Connect answers within a second or two.
 CONNECT_TIMEOUT_S = 20
 CONNECT_ATTEMPTS = 2
+# How long a disconnect waits for a Connect that its command gave up on to
+# leave the kernel (see ``disconnect``).
+CONNECT_SETTLE_S = 60
 # How long a controller that lost its connection keeps reconnecting before it
 # fails the I/O it holds (nvme-cli's --ctrl-loss-tmo, 600 s by default): a
 # minute longer than the longest fault a scenario may inject, so every fault
@@ -77,7 +80,7 @@ def _connect_path(host: Host, nqn: str, trtype: str, script: str, say: Callable[
         except StackError as exc:
             if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
                 raise
-            host.run(f"nvme disconnect -n {nqn}", timeout=60)
+            disconnect(host, nqn)
             say(f"nvme connect to {nqn} failed, trying again: {str(exc).splitlines()[0]}")
 
 
@@ -96,7 +99,19 @@ def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
 
 
 def disconnect(host: Host, nqn: str) -> None:
-    host.run(f"nvme disconnect -n {nqn}", timeout=60)
+    """Disconnect every controller of ``nqn`` - once no Connect to it is still under way.
+
+    A Connect stopped at its timeout is only the command's end: the kernel
+    call it made goes on (behind a wedged RDMA/CM, for minutes) and makes
+    its controller afterwards, which a disconnect sent earlier cannot see.
+    So wait, bounded, for such a call to return first.
+    """
+    still_connecting = shlex.quote(f"[n]vme connect .* -n {nqn}( |$)")  # [n]: not this script itself
+    script = (
+        f"for i in $(seq {CONNECT_SETTLE_S}); do pgrep -f -- {still_connecting} >/dev/null || break; "
+        f"sleep 1; done; nvme disconnect -n {shlex.quote(nqn)}"
+    )
+    host.run(script, timeout=CONNECT_SETTLE_S + 60)
 
 
 @contextmanager
