@@ -29,7 +29,8 @@ from sanlab.scenarios.schema import Fault
 from sanlab.targets.host import Host, StackError
 
 Say = Callable[[str], None]
-POLL_S = 0.5
+# How long one look at a running fio waits in the host for it to end.
+POLL_S = 2.0
 # How long a replugged cable has to carry a ping again before the run stops
 # waiting for I/O that cannot come back (an emulated NIC's queue can stall).
 CARRY_WAIT_S = 20
@@ -219,16 +220,49 @@ def run_faulted(
     if it stands still for ``NO_PROGRESS_S`` the transport is not coming back
     and the run stops there, rather than at ``timeout``.
     """
+
+    def during(start: float) -> list[Window]:
+        return [_at(start, fault, inject, say) for fault in faults]
+
+    return _in_background(initiator, argv, timeout, device, during, completion_log=True)
+
+
+def run_watched(initiator: Host, argv: list[str], timeout: float, device: str | None) -> FaultedRun:
+    """Run fio ``argv`` with no faults, watched as a faulted run is once its faults are over.
+
+    In the foreground a transport that stalls holds fio until the initiator
+    gives up on it: open-iscsi's 120 s replacement timeout, or NVMe's
+    controller-loss timeout (minutes; 7.5 of them in one CI run).  Watched,
+    a device that completes no I/O for ``NO_PROGRESS_S`` stops the run with
+    a StackError that the link doctor looks into.  No completion log is kept:
+    with no fault there is nothing to time.
+    """
+    return _in_background(initiator, argv, timeout, device, lambda start: [], completion_log=False)
+
+
+def _in_background(
+    initiator: Host,
+    argv: list[str],
+    timeout: float,
+    device: str | None,
+    during: Callable[[float], list[Window]],
+    completion_log: bool,
+) -> FaultedRun:
+    """fio in the background; ``during(start)`` while it runs, then wait for it, watching
+    ``device``.  Whatever happens, fio (its whole process group) is stopped and its files go."""
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
-    logs = [f"--output={tag}.json", f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
+    logs = [f"--output={tag}.json"]
+    if completion_log:
+        logs += [f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        windows = [_at(start, fault, inject, say) for fault in faults]
-        _wait(initiator, pid, start + timeout, device)
+        windows = during(start)
+        _wait(initiator, pid, start + timeout, device, "after the last fault ended" if windows else "")
         return _collect(initiator, tag, windows)
-    finally:
-        initiator.run(f"kill {pid} 2>/dev/null; rm -f {tag}.json {tag}.rc {tag}.err {tag}_*.log", timeout=60)
+    finally:  # spawned in a session of its own: the group is the shell and fio
+        stop = f"kill -- -{pid} 2>/dev/null || kill {pid} 2>/dev/null"
+        initiator.run(f"{stop}; rm -f {tag}.json {tag}.rc {tag}.err {tag}_*.log", timeout=60)
 
 
 def _at(start: float, fault: Fault, inject: Inject, say: Say) -> Window:
@@ -295,8 +329,9 @@ def _what(fault: Fault) -> str:
     return "down"
 
 
-def _wait(host: Host, pid: int, deadline: float, device: str | None) -> None:
-    """Until fio ``pid`` ends; StackError past ``deadline`` or when ``device`` stalls."""
+def _wait(host: Host, pid: int, deadline: float, device: str | None, since: str = "") -> None:
+    """Until fio ``pid`` ends; StackError past ``deadline`` or when ``device`` stalls (the
+    stall is told as ``since``: when the watch began)."""
     watch = Progress()
     while True:
         alive, completed = _poll(host, pid, device)
@@ -304,13 +339,13 @@ def _wait(host: Host, pid: int, deadline: float, device: str | None) -> None:
             return
         now = time.monotonic()
         if now > deadline:
-            raise StackError(f"{host.name}: fio (pid {pid}) did not finish in time under faults")
+            raise StackError(f"{host.name}: fio (pid {pid}) did not finish in time")
         if watch.stalled(completed, now):
             raise StackError(
-                f"{host.name}: no I/O completed on {device} for {NO_PROGRESS_S:g} s after the last "
-                "fault ended: the transport did not come back"
+                f"{host.name}: no I/O completed on {device} for {NO_PROGRESS_S:g} s"
+                + (f" {since}" if since else "")
+                + ": the transport stalled and did not come back"
             )
-        time.sleep(POLL_S)
 
 
 def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
@@ -324,7 +359,9 @@ def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
     if device:
         name = f"$(basename $(readlink -f {shlex.quote(device)}))"
         stat = f"; cat /sys/block/{name}/stat 2>/dev/null"
-    result = host.run(f"kill -0 {pid} 2>/dev/null || exit 3{stat}", timeout=30)
+    # Waits up to POLL_S in the host for fio to end, and learns of its end within a tenth of it.
+    waited = f"timeout {POLL_S:g} tail -s {POLL_S / 10:g} --pid={pid} -f /dev/null; "
+    result = host.run(f"{waited}kill -0 {pid} 2>/dev/null || exit 3{stat}", timeout=POLL_S + 30)
     if result.rc == 3:
         return False, None
     fields = result.stdout.split()

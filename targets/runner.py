@@ -554,10 +554,11 @@ def _injector(p: Point, wire: Wiring) -> faults.Inject:
 
 
 def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> FioRun:
-    """fio in the foreground, or in the background with the point's faults on its timeline."""
+    """fio in the background, watched for a device that stops completing I/O, with the
+    point's faults (if any) on its timeline."""
     if not p.faults:
-        done = wire.initiator_host.run(job.argv(), timeout=timeout)
-        return FioRun(done.stdout, done.rc, done.stderr)
+        watched = faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
+        return FioRun(watched.output, watched.exit_code, watched.stderr)
     run = faults.run_faulted(
         wire.initiator_host, job.argv(), p.faults, _injector(p, wire), say, timeout, job.device
     )
