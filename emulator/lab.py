@@ -394,6 +394,11 @@ class Lab:
             failed.append(f"{step} did not help: {health.detail}")
         return LinkHealth(link, False, "; ".join(failed))
 
+    def reboot_link_hosts(self, link: str, say: Say = lambda m: None) -> None:
+        """Reboot the guests at the ends of ``link`` (never the fabric VM) and set them up again:
+        for kernel tasks a failed target left stuck on a link that still answers."""
+        self.reboot([name for name in self._hosts(self._ends(link)) if name != FABRIC_HOST], say)
+
     @staticmethod
     def _hosts(ends: list[tuple[Vm, Interface, str]]) -> list[str]:
         return [vm.name for vm, _, _ in ends]

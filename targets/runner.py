@@ -10,6 +10,7 @@ error and the run goes on.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -42,6 +43,9 @@ Say = Callable[[str], None]
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
 # written and read back takes about 15 s; this is the limit for a stuck one.
 VERIFIED_RUN_TIMEOUT = 900.0
+# How long a task must stay stuck in the kernel, after a failed target, to count as left
+# behind rather than caught on its way through.
+STUCK_CONFIRM_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,10 @@ class LinkDoctor(Protocol):
         step that takes long."""
         ...
 
+    def reboot_link_hosts(self, link: str, say: Say) -> None:
+        """Reboot the hosts at both ends of ``link`` and set them up again."""
+        ...
+
 
 @dataclass(frozen=True)
 class Machines:
@@ -297,7 +305,8 @@ def run(
         attempt = run_target()
         if doctor is not None and any(r.error for r in attempt):
             withdraw = partial(sink.drop_last, len(attempt))
-            attempt = _consult(doctor, wire.link, name, attempt, run_target, say, withdraw)
+            stuck = partial(_still_stuck, wire.initiator_host, wire.target_host)
+            attempt = _consult(doctor, wire.link, name, attempt, run_target, say, withdraw, stuck)
             sink.drop_last(len(attempt))  # the same points again, now with the link's findings
             for record in attempt:
                 sink.add(record)
@@ -425,6 +434,15 @@ def _stuck_tasks(*hosts: Host) -> str:
     return "".join(f"\n  {name} stuck in kernel: {'; '.join(lines)}" for name, lines in found if lines)
 
 
+def _still_stuck(*hosts: Host) -> str:
+    """Storage and RDMA tasks that wait in the kernel now and still ``STUCK_CONFIRM_S`` later,
+    per host, as error lines ('' if none): what a failed target left that no teardown freed."""
+    first = {h.name: set(kernel_stacks.snapshot(h)) for h in hosts}
+    time.sleep(STUCK_CONFIRM_S)
+    again = ((h.name, [line for line in kernel_stacks.snapshot(h) if line in first[h.name]]) for h in hosts)
+    return "".join(f"\n  {name} still stuck in kernel: {'; '.join(lines)}" for name, lines in again if lines)
+
+
 def _consult(
     doctor: LinkDoctor,
     link: str,
@@ -433,18 +451,23 @@ def _consult(
     rerun: Callable[[], list[ResultRecord]],
     say: Say,
     withdraw: Callable[[], None],
+    stuck: Callable[[], str] = lambda: "",
 ) -> list[ResultRecord]:
     """A target failed: was it the cable?  Restart a stalled one and ``rerun`` the target once.
 
     ``withdraw`` is called just before a rerun, to take the first attempt's
-    points back from wherever they were already recorded.
+    points back from wherever they were already recorded.  On a link that
+    answers, the failure stands; but if ``stuck`` finds tasks the target left
+    waiting in the kernel, its hosts are rebooted so that the targets after it
+    do not inherit them.
     """
     try:
         health: LinkState = doctor.check_link(link)
     except SanlabError as exc:  # a host that no longer answers its agent: its kernel is wedged
         health = _Unchecked(f"could not be checked: {str(exc).splitlines()[0]}")
     if health.ok:
-        return [_with_link(r, f"link {link} answered afterwards") for r in attempt]
+        finding = f"link {link} answered afterwards{_cleared(doctor, link, name, stuck, say)}"
+        return [_with_link(r, finding) for r in attempt]
     say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
     try:
         revived = doctor.restart_link(link, _prefixed(say, name))
@@ -462,6 +485,19 @@ def _consult(
     )
     withdraw()  # the first attempt's points give way to the rerun's
     return [r.model_copy(update={"note": note}) for r in rerun()]
+
+
+def _cleared(doctor: LinkDoctor, link: str, name: str, stuck: Callable[[], str], say: Say) -> str:
+    """Reboot ``link``'s hosts if tasks stay stuck in their kernels; what was found and done."""
+    left = stuck()
+    if not left:
+        return ""
+    say(f"{name}: link {link} answers, but tasks stay stuck in the kernel; rebooting its hosts")
+    try:
+        doctor.reboot_link_hosts(link, _prefixed(say, name))
+    except SanlabError as exc:
+        return f"{left}\n  rebooting the hosts failed: {str(exc).splitlines()[0]}"
+    return f"{left}\n  the hosts were rebooted, so that the targets after it start clean"
 
 
 def _with_link(record: ResultRecord, finding: str) -> ResultRecord:

@@ -40,6 +40,30 @@ class WedgedGuest:
             return Health(True, "reboot: initiator -> 169.254.10.2: answers")
         return Health(False, "reboot failed: initiator did not boot again within 180 s")
 
+    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+        raise AssertionError("a link that cannot be checked is restarted, not only its hosts rebooted")
+
+
+@dataclass
+class HealthyLink:
+    """A doctor whose link answers; it reboots the link's hosts when asked (or fails to)."""
+
+    reboot_fails: bool = False
+    asked: list[str] = field(default_factory=list)
+
+    def check_link(self, link: str) -> Health:
+        self.asked.append(f"check {link}")
+        return Health(True, "initiator -> 169.254.11.2: answers")
+
+    def restart_link(self, link: str, say: runner.Say) -> Health:
+        raise AssertionError("a link that answers is not restarted")
+
+    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+        self.asked.append(f"reboot hosts of {link}")
+        say("initiator: rebooted, ready in 19.8 s")
+        if self.reboot_fails:
+            raise SanlabError("initiator did not boot again within 180 s")
+
 
 def _failed() -> ResultRecord:
     return ResultRecord(
@@ -76,3 +100,55 @@ def test_a_guest_no_reboot_revives_keeps_its_error_with_every_step_said():
     error = records[0].error or ""
     assert error.startswith("fio exit 1\n  link roce stalled and did not come back"), error
     assert "did not boot again within 180 s" in error, error
+
+
+STUCK = "\n  initiator still stuck in kernel: iscsid (D): iscsi_iser_ep_poll [ib_iser] <- iscsi_if_rx"
+
+
+def _consult_healthy(doctor: HealthyLink, stuck: str, heard: list[str]) -> list[ResultRecord]:
+    return runner._consult(
+        doctor, "iwarp", "tgt-iser-siw", [_failed()], lambda: [_passed()], heard.append,
+        lambda: None, lambda: stuck,
+    )  # fmt: skip
+
+
+def test_a_failure_on_a_healthy_link_that_left_tasks_stuck_reboots_the_hosts_and_stands():
+    """The failure is the stack's and stays; the reboot only spares the targets after it."""
+    doctor, heard = HealthyLink(), []
+    (record,) = _consult_healthy(doctor, STUCK, heard)
+    assert doctor.asked == ["check iwarp", "reboot hosts of iwarp"]
+    error = record.error or ""
+    assert error.startswith("fio exit 1\n  link iwarp answered afterwards"), error
+    assert "iscsid (D): iscsi_iser_ep_poll" in error and "the hosts were rebooted" in error, error
+    assert record.note is None  # nothing ran again
+    assert "tgt-iser-siw: initiator: rebooted, ready in 19.8 s" in heard, heard
+
+
+def test_a_failure_on_a_healthy_link_that_left_nothing_stuck_reboots_nothing():
+    doctor = HealthyLink()
+    (record,) = _consult_healthy(doctor, "", [])
+    assert doctor.asked == ["check iwarp"]
+    assert record.error == "fio exit 1\n  link iwarp answered afterwards"
+
+
+def test_a_reboot_that_fails_is_said_in_the_error():
+    (record,) = _consult_healthy(HealthyLink(reboot_fails=True), STUCK, [])
+    assert "rebooting the hosts failed: initiator did not boot again within 180 s" in (record.error or "")
+
+
+@dataclass
+class NamedHost:
+    """Only a name: what each look at its kernel finds is scripted below."""
+
+    name: str = "initiator"
+
+
+def test_only_tasks_stuck_on_both_looks_count(monkeypatch):
+    """A task caught on its way through (a, then c) is not left behind; b, on both looks, is."""
+    looks = {
+        "initiator": [["a (D): x [siw]", "b (S): y [rdma_cm]"], ["b (S): y [rdma_cm]", "c (D): z [nvme_tcp]"]]
+    }
+    monkeypatch.setattr(runner.kernel_stacks, "snapshot", lambda host: looks[host.name].pop(0))
+    monkeypatch.setattr(runner.time, "sleep", lambda seconds: None)
+    found = runner._still_stuck(NamedHost())
+    assert found == "\n  initiator still stuck in kernel: b (S): y [rdma_cm]"
