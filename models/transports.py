@@ -9,6 +9,7 @@ ImmediateData, in-capsule limits, digests), whose defaults are Linux's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import zip_longest
 
 from sanlab.models.wire import GSO_MAX_SIZE, Frame, Message, frames_for
 from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes' vocabulary)
@@ -292,13 +293,34 @@ def super_packets(r: Recipe, acks: int) -> int:
     Linux's sender hands TCP its buffers and the NIC cuts them into MSS
     frames (TSO); on a busy fast NIC TCP autocorking merges a message's
     successive sends while the previous one waits in the device queue, so
-    one message is one super-packet per 64 KiB.  The receiver's GRO merges
+    one message (with any it corks onto, ``send_units``) is one
+    super-packet per 64 KiB.  The receiver's GRO merges
     the frames back, and acknowledges at most once per merged batch.  The
     frame recipes keep every push (what a capture of an idle, emulated link
     shows); this count is what a loaded host's CPU sees.
     """
-    data = sum(-(-m.size // GSO_MAX_SIZE) for m in r.messages if m.kind == "stream")
+    data = sum(-(-unit // GSO_MAX_SIZE) for unit in send_units(r))
     return data + min(acks, data)
+
+
+def send_units(r: Recipe) -> list[int]:
+    """Bytes a host hands its TCP stack in one go: a corked message runs on into the next.
+
+    A message sent with MSG_MORE on its last page (nvmet-tcp's C2HData
+    ahead of its response) waits in the socket for the next message its
+    side sends, and the two leave as one super-packet and arrive as one
+    GRO batch (``wire._push_units`` does the same for wire frames).
+    """
+    stream = [m for m in r.messages if m.kind == "stream"]
+    units: list[int] = []
+    carry = 0
+    for here, after in zip_longest(stream, stream[1:]):
+        carry += here.size
+        if here.corked and after is not None and after.direction == here.direction:
+            continue
+        units.append(carry)
+        carry = 0
+    return units
 
 
 def wire_bound_iops(cost: WireCost, link_gbps: float) -> float:

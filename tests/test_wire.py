@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from sanlab.models.transports import ProtocolParams, recipe, stack_params, wire_bound_iops, wire_cost
+from sanlab.models.transports import (
+    ProtocolParams,
+    Recipe,
+    recipe,
+    send_units,
+    stack_params,
+    wire_bound_iops,
+    wire_cost,
+)
 from sanlab.models.wire import Message, data_rate_gbps, rdma_path_mtu, tcp_mss
 
 ETH = 14 + 4 + 20  # header + FCS + preamble/gap
@@ -63,6 +71,29 @@ def test_nvmet_corks_the_read_response_behind_its_data():
     assert cost.wire_in == 2 * (1448 + TCP + ETH) + (1248 + TCP + ETH)
     no_flow = recipe("nvme-tcp", "read", 4096, ProtocolParams(nvme_tcp_sq_flow_disabled=True))
     assert [m.label for m in no_flow.messages] == ["capsule-cmd", "c2h-data"]
+
+
+def test_a_corked_response_shares_its_datas_super_packet():
+    # What each host's TCP stack handles with TSO and GRO: the 72-byte command,
+    # then C2HData and the response corked behind it as one super-packet, and
+    # one ACK. A 4 KiB write with in-capsule data costs as many.
+    read = recipe("nvme-tcp", "read", 4096)
+    assert send_units(read) == [72, 24 + 4096 + 24]
+    assert wire_cost(read, "eth", 1500).super_packets == 2 + 1
+    write = recipe("nvme-tcp", "write", 4096)
+    assert send_units(write) == [72 + 4096, 24]
+    assert wire_cost(write, "eth", 1500).super_packets == 2 + 1
+    # With SQ flow control disabled the C2HData carries the status and ends the I/O alone.
+    no_flow = recipe("nvme-tcp", "read", 4096, ProtocolParams(nvme_tcp_sq_flow_disabled=True))
+    assert send_units(no_flow) == [72, 24 + 4096]
+
+
+def test_corking_joins_only_what_one_side_sends():
+    corked = Message("in", "stream", 100, "data", corked=True)
+    answer = Message("out", "stream", 48, "reply")
+    last = Message("in", "stream", 24, "status")
+    assert send_units(Recipe("x", "read", 100, (corked, answer, last), 1)) == [100, 48, 24]
+    assert send_units(Recipe("x", "read", 100, (corked, last, answer), 1)) == [124, 48]
 
 
 def test_gro_batches_hold_at_most_64k():
