@@ -60,7 +60,8 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def measured(row: dict[str, str], profile: str) -> Measured:
-    """One published row as a point on ``profile`` (or its own ``profile`` column)."""
+    """One published row as a point on ``profile`` (or its own ``profile`` column); a table
+    may name each row's ``mtu``, ``backend`` and ``target_stack``, else the profile's apply."""
     local = row.get("setup") == "local"
     lat = row.get("lat_mean_ms")
     cpu = row.get("cpu_pct")
@@ -74,6 +75,8 @@ def measured(row: dict[str, str], profile: str) -> Measured:
         numjobs=int(row["numjobs"]),
         profile=row.get("profile") or profile,
         mtu=int(row["mtu"]) if row.get("mtu") else None,
+        backend=row.get("backend") or None,
+        target_stack=row.get("target_stack") or None,
     )
     return Measured(
         point=point,
