@@ -355,8 +355,9 @@ def _stations(
     packets = host_packets(point, nic, wire)
     if packets:
         mine, theirs = _net_desks(point, prof, nic, packets, stations)
-        stations.insert(1, mine)
-        stations.insert(next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1, theirs)
+        stations[1:1] = mine
+        after_target = next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1
+        stations[after_target:after_target] = theirs
     return stations
 
 
@@ -366,7 +367,7 @@ BATCH_ROUNDS = 3
 
 def _net_desks(
     point: Point, prof: Profile, nic: Nic, packets: int, others: list[Station]
-) -> tuple[Station, Station]:
+) -> tuple[list[Station], list[Station]]:
     """Each host's TCP stack, once per packet it handles, shared by the I/Os batched into it.
 
     Alone in flight, an I/O's packets each take a pass through the stack.
@@ -377,6 +378,12 @@ def _net_desks(
     with the connection's I/O rate, which falls as the batch shrinks, so the
     two are solved together: a few rounds, the rate taken from the
     network's throughput bound (``throughput_bound``).
+
+    Batching shares the work, not the wait: the thread that takes an I/O's
+    data runs when the pass that brought it ends, so each I/O still waits
+    out the whole pass (``_batch_wait``).  Were the shared cost also the
+    wait, a connection carrying two jobs would answer each faster than two
+    connections carrying one each, and more sessions would cost IOPS.
     """
     n = point.initiators
     per_initiator = connections(point, prof)
@@ -403,7 +410,16 @@ def _net_desks(
     for _ in range(BATCH_ROUNDS):
         rate = throughput_bound([*others, *desks(batch)], point.outstanding) / conns
         batch = packet_batch(point.outstanding / conns, rate, nic.batch_window_us)
-    return desks(batch)
+    mine, theirs = desks(batch)
+    return [mine, *_batch_wait(mine, batch)], [theirs, *_batch_wait(theirs, batch)]
+
+
+def _batch_wait(desk: Station, batch: float) -> list[Station]:
+    """The rest of the pass an I/O's packets were batched into: waited through, burning none of
+    its CPU (the others' share is theirs); nothing when the I/O had the pass to itself."""
+    if batch <= 1.0:
+        return []
+    return [Station(f"{desk.name}-batch", 1, desk.demand_us * (batch - 1), kind="delay", cv=desk.cv)]
 
 
 def packet_batch(outstanding_per_conn: float, ios_per_us_per_conn: float, window_us: float) -> float:
