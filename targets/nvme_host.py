@@ -65,7 +65,7 @@ def connect(
     )
     for address in addresses:
         command = (
-            f"nvme connect -t {trtype} -a {address} -s {NVME_PORT} -n {nqn}"
+            f"nvme connect -t {trtype} -a {shlex.quote(address)} -s {NVME_PORT} -n {shlex.quote(nqn)}"
             f" --ctrl-loss-tmo={CTRL_LOSS_TMO_S}{options}"
         )
         _connect_path(host, nqn, trtype, prepare + command, say)
@@ -90,7 +90,7 @@ def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
     # without it, the controller holds nvme0n1 itself.
     script = (
         "for c in /sys/class/nvme-subsystem/* /sys/class/nvme/*; do "
-        f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {nqn} ] || continue; '
+        f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {shlex.quote(nqn)} ] || continue; '
         "for n in $c/nvme*n*; do b=$(basename $n); "
         "case $b in *c*) continue;; esac; [ -b /dev/$b ] && echo /dev/$b; done; "
         "done"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -430,8 +430,7 @@ def _outcome(record: ResultRecord) -> str:
 
 def _stuck_tasks(*hosts: Host) -> str:
     """Storage and RDMA tasks that wait somewhere in the kernel, per host, as error lines."""
-    found = ((h.name, kernel_stacks.snapshot(h)) for h in hosts)
-    return "".join(f"\n  {name} stuck in kernel: {'; '.join(lines)}" for name, lines in found if lines)
+    return _stuck_lines("stuck", ((h.name, kernel_stacks.snapshot(h)) for h in hosts))
 
 
 def _still_stuck(*hosts: Host) -> str:
@@ -440,7 +439,12 @@ def _still_stuck(*hosts: Host) -> str:
     first = {h.name: set(kernel_stacks.snapshot(h)) for h in hosts}
     time.sleep(STUCK_CONFIRM_S)
     again = ((h.name, [line for line in kernel_stacks.snapshot(h) if line in first[h.name]]) for h in hosts)
-    return "".join(f"\n  {name} still stuck in kernel: {'; '.join(lines)}" for name, lines in again if lines)
+    return _stuck_lines("still stuck", again)
+
+
+def _stuck_lines(how: str, found: Iterable[tuple[str, list[str]]]) -> str:
+    """One error line per host with tasks in ``found``: '<host> <how> in kernel: a; b'."""
+    return "".join(f"\n  {name} {how} in kernel: {'; '.join(lines)}" for name, lines in found if lines)
 
 
 def _consult(
