@@ -9,9 +9,8 @@ ImmediateData, in-capsule limits, digests), whose defaults are Linux's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from itertools import zip_longest
 
-from sanlab.models.wire import GSO_MAX_SIZE, Frame, Message, frames_for
+from sanlab.models.wire import GSO_MAX_SIZE, Frame, Message, corked_runs, frames_for
 from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes' vocabulary)
     DIGEST,
     ISCSI_BHS,
@@ -304,23 +303,9 @@ def super_packets(r: Recipe, acks: int) -> int:
 
 
 def send_units(r: Recipe) -> list[int]:
-    """Bytes a host hands its TCP stack in one go: a corked message runs on into the next.
-
-    A message sent with MSG_MORE on its last page (nvmet-tcp's C2HData
-    ahead of its response) waits in the socket for the next message its
-    side sends, and the two leave as one super-packet and arrive as one
-    GRO batch (``wire._push_units`` does the same for wire frames).
-    """
-    stream = [m for m in r.messages if m.kind == "stream"]
-    units: list[int] = []
-    carry = 0
-    for here, after in zip_longest(stream, stream[1:]):
-        carry += here.size
-        if here.corked and after is not None and after.direction == here.direction:
-            continue
-        units.append(carry)
-        carry = 0
-    return units
+    """Bytes a host hands its TCP stack in one go, a whole message at a time (autocorking),
+    a corked message running on into the next (``wire.corked_runs``)."""
+    return corked_runs([m for m in r.messages if m.kind == "stream"], lambda m: (m.size,))
 
 
 def wire_bound_iops(cost: WireCost, link_gbps: float) -> float:

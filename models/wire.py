@@ -18,7 +18,9 @@ the recipe, not a fitted ratio, decides the frame count.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import zip_longest
 
 from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the models' vocabulary)
     AETH,
@@ -162,16 +164,24 @@ def _segments(size: int, mss: int) -> list[int]:
 GRO_MAX_BYTES = 65536
 
 
-def _push_units(flight: list[Message]) -> list[int]:
-    """Bytes between pushes in one direction: corked sends run on into the next."""
+def corked_runs(messages: Sequence[Message], pieces: Callable[[Message], Sequence[int]]) -> list[int]:
+    """Bytes a sender hands TCP between pushes: a corked message runs on into the next.
+
+    ``pieces`` splits a message into its sends (``Message.push_sizes`` for
+    the frames an idle link shows; the whole message where autocorking
+    merges them on a loaded host).  A message whose last send carries
+    MSG_MORE waits in the socket for the next message, if its own side
+    sends that one, and the two leave as one push and arrive as one GRO
+    batch.  The one home of the corking rule, for frames and super-packets.
+    """
     units: list[int] = []
     carry = 0
-    for i, message in enumerate(flight):
-        pushes = message.push_sizes()
-        for j, size in enumerate(pushes):
+    for here, after in zip_longest(messages, messages[1:]):
+        sends = pieces(here)
+        for j, size in enumerate(sends):
             carry += size
-            last_of_message = j == len(pushes) - 1
-            if last_of_message and message.corked and i < len(flight) - 1:
+            last = j == len(sends) - 1
+            if last and here.corked and after is not None and after.direction == here.direction:
                 continue
             units.append(carry)
             carry = 0
@@ -189,7 +199,7 @@ def _tcp_batches(flight: list[Message], mss: int) -> list[list[int]]:
     """
     per_batch = max(1, GRO_MAX_BYTES // mss)
     batches = []
-    for unit in _push_units(flight):
+    for unit in corked_runs(flight, Message.push_sizes):
         segs = _segments(unit, mss)
         batches += [segs[i : i + per_batch] for i in range(0, len(segs), per_batch)]
     return batches
