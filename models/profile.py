@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sanlab.models.cores import REFERENCE_CORE, core_factor, load_cores
 from sanlab.models.params import set_param
-from sanlab.models.pcie import pcie_gbps
+from sanlab.models.pcie import MPS_DEFAULT, pcie_gbps
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
 from sanlab.scenarios.schema import Scenario
@@ -71,10 +71,12 @@ class Host(_Strict):
 
 
 class PcieSlot(_Strict):
-    """A PCIe slot: generation (3, 4 or 5) and lanes."""
+    """A PCIe slot: generation (3, 4 or 5), lanes, and the Max_Payload_Size its root port runs
+    (``lspci -vv``: DevCtl MaxPayload), which sets how much of each DMA write is header."""
 
     gen: Literal[3, 4, 5]
     lanes: Literal[1, 2, 4, 8, 16]
+    mps: Literal[128, 256, 512] = MPS_DEFAULT
 
 
 class Nic(_Strict):
@@ -116,7 +118,11 @@ class Nic(_Strict):
     def _rate_from_slot(cls, data: Any) -> Any:
         slot = data.get("pcie") if isinstance(data, dict) else None
         if isinstance(slot, dict) and "pcie_gbps" not in data:
-            data = dict(data, pcie_gbps=round(pcie_gbps(int(slot["gen"]), int(slot["lanes"])), 1))
+            try:
+                rate = pcie_gbps(int(slot["gen"]), int(slot["lanes"]), int(slot.get("mps", MPS_DEFAULT)))
+            except (KeyError, TypeError, ValueError):
+                return data  # the slot's own fields say what is wrong with it
+            data = dict(data, pcie_gbps=round(rate, 1))
         return data
 
 

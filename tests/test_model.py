@@ -175,11 +175,32 @@ def test_digests_cost_crc32c_cpu_per_byte_on_both_sides():
 def test_a_pcie_slot_gives_the_nic_its_dma_rate():
     from sanlab.models.pcie import pcie_gbps
 
-    assert pcie_gbps(3, 16) == pytest.approx(112.0, abs=0.1)  # the fitted ConnectX-5 says 110
+    # The specification's accounting (models/pcie.py): Gen3 x16 at a 256-byte MPS is
+    # 126.0 Gb/s coded, 113.7 left for TLPs after Ack/UpdateFC DLLPs every 168 bytes and
+    # SKP sets, and 256 of every 280 bytes of a write are data.
+    assert pcie_gbps(3, 16) == pytest.approx(104.0, abs=0.1)
     assert pcie_gbps(4, 16) == pytest.approx(2 * pcie_gbps(3, 16))
+    assert pcie_gbps(3, 8, mps=128) < pcie_gbps(3, 8) < pcie_gbps(3, 8, mps=512)  # less header per byte
     nic = load_profile("modern-400g").nic_for("roce", 400)
-    assert nic.name == "connectx-7" and nic.pcie_gbps == pytest.approx(448.1, abs=0.1)
+    assert nic.name == "connectx-7" and nic.pcie_gbps == pytest.approx(415.8, abs=0.1)
     assert nic.one_way_us == load_profile("starwind-2024").nic_for("roce", 100).one_way_us  # borrowed
+
+
+def test_the_gen3_x8_physics_brackets_the_rate_the_zeta_table_fits():
+    """The ConnectX-3's slot rate is fitted to Zeta's 56 Gb/s cells (64 KiB iSER and SRP near
+    48 Gb/s of data); the accounting for its Gen3 x8 slot at the two usual payload sizes
+    brackets it, so the fit lands where the physics allows."""
+    from sanlab.models.pcie import pcie_gbps
+
+    fitted = load_profile("zeta-2016").nic_for("ib", 56).pcie_gbps
+    assert pcie_gbps(3, 8, mps=128) < fitted < pcie_gbps(3, 8, mps=256)
+
+
+def test_a_slot_the_accounting_does_not_know_is_refused_by_name():
+    from sanlab.models.profile import Nic
+
+    with pytest.raises(ValueError, match="mps"):
+        Nic(name="x", fabrics=["eth"], link_gbps=[100], pcie={"gen": 3, "lanes": 8, "mps": 1024})
 
 
 def test_line_rate_reads_scale_with_the_link_up_to_400g():
