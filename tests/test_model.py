@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import yaml
@@ -219,3 +220,19 @@ def test_the_refusal_names_a_shipped_profile_that_can_carry_the_link():
     with pytest.raises(ScenarioError) as caught:
         build(Point("nvme-rdma", "roce", 400, "read", 4096, 1, 1))
     assert "(shipped: modern-400g)" in str(caught.value)
+
+
+def test_the_documented_machine_you_do_not_have_yet_loads_and_projects():
+    """docs/examples/epyc-cx6dx.yaml, shown in models/README.md: its slot gives the NIC's rate,
+    its core design scales the stacks, and a link faster than its NIC is refused by name."""
+    from sanlab.models.pcie import pcie_gbps
+
+    path = str(Path(__file__).resolve().parents[1] / "docs" / "examples" / "epyc-cx6dx.yaml")
+    profile = load_profile(path)
+    nic = profile.nic_for("roce", 100)
+    assert nic.name == "connectx-6dx" and nic.pcie_gbps == pytest.approx(pcie_gbps(4, 16, mps=512), abs=0.1)
+    assert profile.initiator.core == "zen3"
+    point = Point("nvme-rdma", "roce", 100, "randread", 4096, 1, 1, profile=path, backend="null")
+    assert project_point(point).iops > project_point(replace(point, transport="nvme-tcp", fabric="eth")).iops
+    with pytest.raises(ScenarioError, match="modern-400g"):
+        build(replace(point, link_gbps=200))
