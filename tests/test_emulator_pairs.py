@@ -190,6 +190,7 @@ def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
     lab.vms["target"].run(f"ip route add blackhole {initiator}/32", timeout=30).check()
     pids = {name: vm.pid for name, vm in lab.vms.items()}
     heard: list[str] = []
+    pressed = time.monotonic()
     revived = lab.restart_link("fabric", heard.append)
     assert revived.ok and revived.detail.startswith("reboot: "), revived.detail
     assert "NIC reset did not help" in revived.detail, revived.detail
@@ -197,7 +198,7 @@ def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
     assert {name: vm.pid for name, vm in lab.vms.items()} == pids  # the same QEMU processes
     for vm in lab.vms.values():
         uptime = float(vm.run("cut -d' ' -f1 /proc/uptime", timeout=30).check().stdout)
-        assert uptime < 300, (vm.name, uptime)  # a new boot
+        assert uptime < time.monotonic() - pressed, (vm.name, uptime)  # a boot since the restart began
         out = vm.run("rdma link show", timeout=30).stdout
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
     assert "blackhole" not in lab.vms["target"].run("ip route", timeout=30).stdout
