@@ -211,14 +211,17 @@ def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
     )
 
 
-def _cpu_desks(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple[Station, Station]:
+def _cpu_desks(
+    point: Point, prof: Profile, stack: str, cost: StackCost, pdus: int
+) -> tuple[Station, Station]:
     """The CPU one I/O costs each side, as its serving desks with their named parts.
 
     Initiator: the application's submission and completion through the
     syscall and the block layer, the transport's initiator, digests.
     Target: its stack, the backend's copy, digests.  Cycles are the stacks'
     (Skylake-equivalent), run at the host's ``stack_ghz``; CRC32C at its
-    plain clock.
+    plain clock, at the rate of the code that runs it (Linux's initiators
+    are kernel code; a target stack may call a library, ``Digests``).
     """
     init, tgt = prof.initiator, prof.target
     backend = prof.backends[point.backend or prof.default_backend]
@@ -231,7 +234,7 @@ def _cpu_desks(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple
             (cost.initiator_kcycles_per_io + to_initiator * cost.initiator_cycles_per_byte / 1000)
             / init.stack_ghz,
         ),
-        ("initiator-digests", digested * init.crc32c_cycles_per_byte / 1000 / init.ghz),
+        ("initiator-digests", digested * prof.digests.kernel_cycles_per_byte / 1000 / init.ghz),
     )
     tgt_parts = (
         (
@@ -239,7 +242,7 @@ def _cpu_desks(point: Point, prof: Profile, cost: StackCost, pdus: int) -> tuple
             (cost.target_kcycles_per_io + to_target * cost.target_cycles_per_byte / 1000) / tgt.stack_ghz,
         ),
         ("backend-copy", point.bs * backend.target_cycles_per_byte / 1000 / tgt.stack_ghz),
-        ("target-digests", digested * tgt.crc32c_cycles_per_byte / 1000 / tgt.ghz),
+        ("target-digests", digested * prof.digests.cycles_per_byte(stack, tgt) / 1000 / tgt.ghz),
     )
     n, conns = point.initiators, connections(point, prof)
     return (
@@ -333,7 +336,7 @@ def _stations(
 ) -> list[Station]:
     """The desks one I/O visits, in order, with their clerks and demands."""
     n = point.initiators
-    init_cpu, tgt_cpu = _cpu_desks(point, prof, cost, len(r.messages))
+    init_cpu, tgt_cpu = _cpu_desks(point, prof, stack, cost, len(r.messages))
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
     out = _ports("out", n, wire.wire_out * 8 / rate_bits_per_us)

@@ -176,6 +176,26 @@ class SideCost(_Strict):
     cycles_per_byte: float = Field(0.0, ge=0)
 
 
+class Digests(_Strict):
+    """What CRC32C costs each stack's code per byte it digests (iSCSI and NVMe/TCP digests).
+
+    The CRC instruction is fast (``Host.crc32c_cycles_per_byte``, what a library
+    on whole buffers reaches); Linux's stacks run it through the crypto API one
+    socket fragment at a time, as a second pass after the copy, which costs
+    several times more (models/stacks.yaml gives the measurement).
+    """
+
+    kernel_cycles_per_byte: float = Field(ge=0.05, le=5, description="Linux's stacks, per byte digested")
+    library: list[str] = Field(
+        default_factory=list,
+        description="target stacks that call an optimised CRC32C library on whole buffers (the host's rate)",
+    )
+
+    def cycles_per_byte(self, stack: str, host: Host) -> float:
+        """Cycles per byte digested by ``stack`` on ``host`` (its plain clock: CRC does not scale by core)."""
+        return host.crc32c_cycles_per_byte if stack in self.library else self.kernel_cycles_per_byte
+
+
 class Stacks(_Strict):
     """The software stacks' costs (models/stacks.yaml), shared by every profile.
 
@@ -187,6 +207,7 @@ class Stacks(_Strict):
     application: SideCost
     initiators: dict[str, SideCost]
     targets: dict[str, SideCost] = Field(description="'stack/transport'")
+    digests: Digests
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def cost(self, key: str) -> StackCost:
@@ -226,6 +247,8 @@ class Profile(_Strict):
     costs: dict[str, StackCost] = Field(
         default_factory=dict, description="'stack/transport': the stacks' costs, or the profile's own"
     )
+    # CRC32C of digests by each stack's code: the stacks' (stacks.yaml), unless the profile sets its own.
+    digests: Digests
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:
@@ -437,6 +460,7 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
         data["initiator"] = dict(data["initiator"], app_kcycles_per_io=stacks.application.kcycles_per_io)
     library = {key: stacks.cost(key).model_dump() for key in stacks.targets}
     data["costs"] = library | dict(data.get("costs") or {})
+    data.setdefault("digests", stacks.digests.model_dump())
     return data
 
 
