@@ -14,6 +14,7 @@ import click
 
 from sanlab.models import calibrate_studies, checks
 from sanlab.models.budget import qd1_budget
+from sanlab.models.calibrate import CellError
 from sanlab.models.calibrate_runs import calibrate_and_write
 from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
@@ -353,10 +354,19 @@ def _print_checks(seed: int, which: str) -> None:
     for j in judged:
         row = j.cell.row
         click.echo(
-            f"  {j.table}: {row.label:<40} published {row.bw_mibps:>8,.0f} MiB/s  "
+            f"  {j.table}: {row.label:<46} published {row.bw_mibps:>8,.0f} MiB/s  "
             f"model {j.model_mibps:>8,.0f}  {100 * j.throughput_error:+6.1f}%"
-            f"  [{j.cell.bottleneck}]"
+            + _cpu_beside(j.cell)
+            + f"  [{j.cell.bottleneck}]"
+            + (f"  OVER ITS TOLERANCE: {'; '.join(j.misses)}" if j.misses else "")
         )
+
+
+def _cpu_beside(cell: CellError) -> str:
+    """'  cpu 16.3% model 3.7% -78%' where a row publishes a CPU figure and the model projects it."""
+    if cell.row.cpu_pct is None or cell.cpu_pct is None or cell.cpu_error is None:
+        return ""
+    return f"  cpu {cell.row.cpu_pct:g}% model {cell.cpu_pct:.1f}% {100 * cell.cpu_error:+.0f}%"
 
 
 def _print_parameters(done: calibrate_studies.Calibration) -> None:

@@ -5,8 +5,13 @@ and software on every row.  They are not fitted: their benches leave things
 the fit would have to guess (the T6 paper names no CPU and runs a Windows
 initiator), so a fit would bend the stacks' costs to cover the guess.  What
 they can judge is the physics that carries to any machine - wire overhead,
-line rate, offloads - and a row that misses says so in ``sanlab calibrate``
-and in ``tests/test_checks.py``.
+line rate, offloads, digests - and a row that misses says so in
+``sanlab calibrate`` and in ``tests/test_checks.py``.
+
+Each row says how far its projection may be off (``tolerance``, and
+``cpu_tolerance`` where it publishes a CPU figure): 5 % where the physics
+should carry, the size of a known miss where it does not, so a miss may
+shrink but never silently grow.
 """
 
 from __future__ import annotations
@@ -25,10 +30,20 @@ PROVENANCE = ("source", "hardware", "software")
 
 
 @dataclass(frozen=True)
+class Check:
+    """One published row and how far the model may be from it (a fraction of the published figure)."""
+
+    row: Measured
+    tolerance: float
+    cpu_tolerance: float | None = None
+
+
+@dataclass(frozen=True)
 class Judged:
     """One published row that the fit never saw, and the model's projection of it."""
 
     table: str
+    check: Check
     cell: CellError
 
     @property
@@ -40,27 +55,62 @@ class Judged:
         """Projected MiB/s against published (the same as IOPS at one block size)."""
         return self.model_mibps / self.cell.row.bw_mibps - 1
 
+    @property
+    def misses(self) -> list[str]:
+        """What is further off than the row allows (empty: within its tolerances)."""
+        out = []
+        if abs(self.throughput_error) > self.check.tolerance:
+            out.append(f"throughput {self.throughput_error:+.1%} (allowed ±{self.check.tolerance:.0%})")
+        cpu = self.cell.cpu_error
+        if self.check.cpu_tolerance is not None and (cpu is None or abs(cpu) > self.check.cpu_tolerance):
+            shown = "not projected" if cpu is None else f"{cpu:+.1%}"
+            out.append(f"CPU {shown} (allowed ±{self.check.cpu_tolerance:.0%})")
+        return out
+
 
 def check_tables() -> list[Path]:
     return sorted(CHECKS_DIR.glob("*.csv"))
 
 
-def load_checks(path: Path) -> list[Measured]:
-    """One table's rows, each on the profile its ``profile`` column names; a row that does
-    not say where it comes from, or on which profile, is refused."""
+def load_checks(path: Path) -> list[Check]:
+    """One table's rows, each on the profile its ``profile`` column names, with its tolerances;
+    a row that does not say where it comes from, on which profile, or how far it may be off
+    (and, where it publishes a CPU figure, how far that may be off) is refused."""
     rows = read_rows(path)
+    checks = []
     for number, row in enumerate(rows, start=2):
-        for field in ("profile", *PROVENANCE):
+        for field in ("profile", *PROVENANCE, "tolerance"):
             if not (row.get(field) or "").strip():
                 raise SanlabError(f"{path}: line {number}: '{field}' is empty; every row names it")
-    return [measured(row, profile="") for row in rows]
+        cpu_given = bool((row.get("cpu_pct") or "").strip())
+        if cpu_given and not (row.get("cpu_tolerance") or "").strip():
+            raise SanlabError(f"{path}: line {number}: 'cpu_tolerance' is empty; a row with cpu_pct names it")
+        checks.append(
+            Check(
+                measured(row, profile=""),
+                _fraction(path, number, "tolerance", row["tolerance"]),
+                _fraction(path, number, "cpu_tolerance", row["cpu_tolerance"]) if cpu_given else None,
+            )
+        )
+    return checks
+
+
+def _fraction(path: Path, number: int, field: str, text: str) -> float:
+    """A tolerance: a positive fraction of the published figure (0.05 is 5 %)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 10:
+        raise SanlabError(f"{path}: line {number}: '{field}' is {text!r}; use a fraction such as 0.05 (5 %)")
+    return value
 
 
 def judge(seed: int = 1) -> list[Judged]:
     """Project every row of every check table on its profile as fitted now."""
     judged = []
     for path in check_tables():
-        for row in load_checks(path):
-            cell = evaluate(load_profile(row.point.profile), [row], seed)[0]
-            judged.append(Judged(path.stem, cell))
+        for check in load_checks(path):
+            cell = evaluate(load_profile(check.row.point.profile), [check.row], seed)[0]
+            judged.append(Judged(path.stem, check, cell))
     return judged

@@ -28,7 +28,9 @@ class Measured:
     @property
     def label(self) -> str:
         p = self.point
-        return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}"
+        digests = ("+hdgst" if p.header_digest else "") + ("+ddgst" if p.data_digest else "")
+        shape = f"{p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}{digests}"
+        return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {shape}"
 
 
 def calibration_dir(explicit: str | Path | None = None) -> Path:
@@ -59,6 +61,11 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+def _flag(row: dict[str, str], column: str) -> bool:
+    """A yes/no column (a digest), empty or absent meaning no."""
+    return (row.get(column) or "").strip().lower() in ("1", "yes", "true")
+
+
 def measured(row: dict[str, str], profile: str) -> Measured:
     """One published row as a point on ``profile`` (or its own ``profile`` column); a table
     may name each row's ``mtu``, ``backend`` and ``target_stack``, else the profile's apply."""
@@ -77,6 +84,8 @@ def measured(row: dict[str, str], profile: str) -> Measured:
         mtu=int(row["mtu"]) if row.get("mtu") else None,
         backend=row.get("backend") or None,
         target_stack=row.get("target_stack") or None,
+        header_digest=_flag(row, "header_digest"),
+        data_digest=_flag(row, "data_digest"),
     )
     return Measured(
         point=point,

@@ -8,10 +8,6 @@ import pytest
 from sanlab.models import checks
 from sanlab.scenarios.errors import SanlabError
 
-# Line-rate rows judge wire overhead and the NIC's ceiling, which carry to any
-# machine: a projection more than this far off means the physics is wrong.
-LINE_RATE_TOLERANCE = 0.05
-
 
 def test_every_row_says_where_it_comes_from_and_on_which_profile():
     tables = checks.check_tables()
@@ -19,22 +15,60 @@ def test_every_row_says_where_it_comes_from_and_on_which_profile():
     for path in tables:
         rows = checks.load_checks(path)
         assert rows, path
-        for row in rows:
-            assert row.point.profile and row.point.mtu, (path, row.label)
+        for check in rows:
+            assert check.row.point.profile and check.row.point.mtu, (path, check.row.label)
+            assert check.tolerance > 0, (path, check.row.label)
 
 
-def test_a_row_without_its_source_is_refused_naming_file_line_and_field(tmp_path):
+COLUMNS = "profile,transport,fabric,link_gbps,mtu,rw,bs,numjobs,iodepth,iops,bw_mibps,"
+HEADER = COLUMNS + "{extra}source,hardware,software\n"
+ROW = "chelsio-t6-100g,iser,iwarp,100,9000,randread,512k,16,8,23365,11683,{extra}{source},a T6,Windows\n"
+
+
+@pytest.mark.parametrize(
+    ("extra_header", "extra_row", "source", "message"),
+    [
+        ("tolerance,", "0.05,", "", r"bad.csv: line 2: 'source' is empty"),
+        ("tolerance,", ",", "a paper", r"bad.csv: line 2: 'tolerance' is empty"),
+        ("tolerance,", "5%,", "a paper", r"line 2: 'tolerance' is '5%'; use a fraction such as 0.05"),
+        ("cpu_pct,tolerance,", "12,0.05,", "a paper", r"bad.csv: line 2: 'cpu_tolerance' is empty"),
+    ],
+    ids=["no-source", "no-tolerance", "tolerance-not-a-fraction", "cpu-without-its-tolerance"],
+)
+def test_a_row_without_its_source_or_tolerance_is_refused_naming_file_line_and_field(
+    tmp_path, extra_header, extra_row, source, message
+):
     table = tmp_path / "bad.csv"
-    table.write_text(
-        "profile,transport,fabric,link_gbps,mtu,rw,bs,numjobs,iodepth,iops,bw_mibps,source,hardware,software\n"
-        "chelsio-t6-100g,iser,iwarp,100,9000,randread,512k,16,8,23365,11683,,a T6,Windows\n"
-    )
-    with pytest.raises(SanlabError, match=r"bad.csv: line 2: 'source' is empty"):
+    table.write_text(HEADER.format(extra=extra_header) + ROW.format(extra=extra_row, source=source))
+    with pytest.raises(SanlabError, match=message):
         checks.load_checks(table)
 
 
-def test_published_line_rate_is_projected_within_five_percent():
-    judged = checks.judge(seed=1)
-    assert judged
+@pytest.fixture(scope="module")
+def judged():
+    found = checks.judge(seed=1)
+    assert found
+    return found
+
+
+def test_every_published_row_is_projected_within_its_tolerance(judged):
+    """Line-rate rows within 5 % (the physics that carries to any machine); a known miss, whose
+    note says why, within its recorded size: it may shrink, never grow."""
     for j in judged:
-        assert abs(j.throughput_error) <= LINE_RATE_TOLERANCE, (j.table, j.cell.row.label, j.throughput_error)
+        assert not j.misses, (j.table, j.cell.row.label, j.misses)
+
+
+def test_a_data_digest_costs_the_throughput_published_for_it(judged):
+    """NVIDIA's software NVMe/TCP reads lose 37-38 % of their throughput to the data digest
+    (84 -> 53 and 98 -> 61 Gb/s): where one queue's thread is the limit, the model's digest
+    cost must take a like share, at each block size."""
+    nvidia = [j for j in judged if j.table == "nvidia-nvme-tcp-2023"]
+    by_size: dict[int, dict[bool, checks.Judged]] = {}
+    for j in nvidia:
+        by_size.setdefault(j.cell.row.point.bs, {})[j.cell.row.point.data_digest] = j
+    assert len(by_size) == 2
+    for pair in by_size.values():
+        published = pair[True].cell.row.bw_mibps / pair[False].cell.row.bw_mibps
+        projected = pair[True].model_mibps / pair[False].model_mibps
+        assert projected < 1
+        assert abs(projected / published - 1) <= 0.15, (published, projected)
