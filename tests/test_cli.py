@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from sanlab import __version__
 from sanlab.main import cli
+from support import require_tool
 
 COMMANDS = ["validate", "model", "calibrate", "sweep", "run", "lab", "analyze", "images", "dissectors"]
 
@@ -108,6 +109,7 @@ def test_model_impossible_combination():
 
 
 def test_analyze_names_a_missing_capture(tmp_path):
+    require_tool("tshark")  # analyze looks for tshark before it opens the capture
     result = invoke("analyze", str(tmp_path / "x.pcap"))
     assert result.exit_code == 1 and "x.pcap: cannot read (No such file or directory)" in result.output
 
