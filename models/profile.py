@@ -24,7 +24,7 @@ from sanlab.models.params import set_param
 from sanlab.models.pcie import MPS_DEFAULT, pcie_gbps
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
-from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.schema import Scenario, Stack
 
 
 class _Strict(BaseModel):
@@ -186,7 +186,7 @@ class Digests(_Strict):
     """
 
     kernel_cycles_per_byte: float = Field(ge=0.05, le=5, description="Linux's stacks, per byte digested")
-    library: list[str] = Field(
+    library: list[Stack] = Field(
         default_factory=list,
         description="target stacks that call an optimised CRC32C library on whole buffers (the host's rate)",
     )

@@ -10,7 +10,7 @@ import yaml
 
 from sanlab.models import mva
 from sanlab.models.network import Point, build
-from sanlab.models.profile import Profile, load_profile, profile_path
+from sanlab.models.profile import STACKS_FILE, Profile, load_profile, parse_stacks, profile_path
 from sanlab.models.project import project_point
 from sanlab.models.simulate import Settings, simulate
 from sanlab.scenarios.errors import ScenarioError
@@ -246,3 +246,13 @@ def test_the_documented_machine_you_do_not_have_yet_loads_and_projects():
     assert project_point(point).iops > project_point(replace(point, transport="nvme-tcp", fabric="eth")).iops
     with pytest.raises(ScenarioError, match="modern-400g"):
         build(replace(point, link_gbps=200))
+
+
+def test_a_digest_library_that_is_no_known_stack_is_refused_naming_the_known_ones():
+    """stacks.yaml's digests.library names target stacks; a typo must not quietly send SPDK
+    through the kernel's digest path."""
+    data = yaml.safe_load(STACKS_FILE.read_text())
+    assert parse_stacks(data, "stacks.yaml").digests.library == ["spdk"]
+    data["digests"]["library"] = ["spdkk"]
+    with pytest.raises(ScenarioError, match=r"stacks.yaml.*digests.library.*spdkk.*'spdk'"):
+        parse_stacks(data, "stacks.yaml")
