@@ -85,9 +85,13 @@ def load_checks(path: Path) -> list[Check]:
         cpu_given = bool((row.get("cpu_pct") or "").strip())
         if cpu_given and not (row.get("cpu_tolerance") or "").strip():
             raise SanlabError(f"{path}: line {number}: 'cpu_tolerance' is empty; a row with cpu_pct names it")
+        try:
+            published = measured(row, profile="")
+        except SanlabError as exc:
+            raise SanlabError(f"{path}: line {number}: {exc}") from None
         checks.append(
             Check(
-                measured(row, profile=""),
+                published,
                 _fraction(path, number, "tolerance", row["tolerance"]),
                 _fraction(path, number, "cpu_tolerance", row["cpu_tolerance"]) if cpu_given else None,
             )

@@ -61,9 +61,15 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+_YES, _NO = ("1", "yes", "true"), ("", "0", "no", "false")
+
+
 def _flag(row: dict[str, str], column: str) -> bool:
-    """A yes/no column (a digest), empty or absent meaning no."""
-    return (row.get(column) or "").strip().lower() in ("1", "yes", "true")
+    """A yes/no column (a digest), empty or absent meaning no; anything else is refused."""
+    text = (row.get(column) or "").strip().lower()
+    if text not in _YES + _NO:
+        raise SanlabError(f"column '{column}' is {text!r}; use 1 or 0 (yes/no, true/false)")
+    return text in _YES
 
 
 def measured(row: dict[str, str], profile: str) -> Measured:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sanlab.models import checks
+from sanlab.models.published import read_rows
 from sanlab.scenarios.errors import SanlabError
 
 
@@ -32,8 +33,9 @@ ROW = "chelsio-t6-100g,iser,iwarp,100,9000,randread,512k,16,8,23365,11683,{extra
         ("tolerance,", ",", "a paper", r"bad.csv: line 2: 'tolerance' is empty"),
         ("tolerance,", "5%,", "a paper", r"line 2: 'tolerance' is '5%'; use a fraction such as 0.05"),
         ("cpu_pct,tolerance,", "12,0.05,", "a paper", r"bad.csv: line 2: 'cpu_tolerance' is empty"),
+        ("tolerance,data_digest,", "0.05,maybe,", "a paper", r"line 2: column 'data_digest' is 'maybe'"),
     ],
-    ids=["no-source", "no-tolerance", "tolerance-not-a-fraction", "cpu-without-its-tolerance"],
+    ids=["no-source", "no-tolerance", "tolerance-not-a-fraction", "cpu-without-its-tolerance", "digest-typo"],
 )
 def test_a_row_without_its_source_or_tolerance_is_refused_naming_file_line_and_field(
     tmp_path, extra_header, extra_row, source, message
@@ -49,6 +51,25 @@ def judged():
     found = checks.judge(seed=1)
     assert found
     return found
+
+
+# Line-rate rows judge wire overhead and the NIC's ceiling, which carry to any
+# machine: a projection more than this far off means the physics is wrong.  A CPU
+# figure is published in whole per cents and the fit's own CPU cells miss by 19 %
+# on average, so 15 % there.  A row allowed more is a known miss, and its note must
+# say so and why.
+LINE_RATE_TOLERANCE = 0.05
+CPU_TOLERANCE = 0.15
+
+
+def test_a_row_allowed_more_than_line_rate_physics_says_it_is_a_known_miss():
+    loose = []
+    for path in checks.check_tables():
+        for number, (check, row) in enumerate(zip(checks.load_checks(path), read_rows(path), strict=True)):
+            if check.tolerance > LINE_RATE_TOLERANCE or (check.cpu_tolerance or 0) > CPU_TOLERANCE:
+                loose.append(path.stem)
+                assert "known miss" in row.get("note", "").lower(), (path.name, number + 2)
+    assert loose  # the NVIDIA and Marvell tables carry misses the README explains
 
 
 def test_every_published_row_is_projected_within_its_tolerance(judged):
