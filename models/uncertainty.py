@@ -112,8 +112,9 @@ def _touch_stack(data: dict[str, Any], parts: list[str], fitted: float, factor: 
 
 
 def _iops(point: Point, profile: Profile) -> float:
+    # mva.solve already counts whole requests (a split request's pieces divided back).
     net = build(point, profile)
-    return min(mva.solve(net).iops / net.split, net.bound_iops)
+    return min(mva.solve(net).iops, net.bound_iops)
 
 
 def log_iops_sigma(point: Point, profile: Profile) -> float | None:
