@@ -339,6 +339,11 @@ def _calibrate_studies(
         click.echo(f"  cross-validation: {held.label}: IOPS MAPE {score} on {held.cells} cells{note}")
         if held.worst:
             click.echo("    missed most: " + ", ".join(f"{label} {100 * e:+.0f}%" for label, e in held.worst))
+        click.echo(f"    inside their 95% interval: {held.inside} of {held.cells} cells")
+        if held.outside:
+            click.echo(
+                "    outside it: " + ", ".join(f"{label} {100 * e:+.0f}%" for label, e in held.outside)
+            )
     if write:
         for path in calibrate_studies.write(done):
             click.echo(f"  wrote {path}")

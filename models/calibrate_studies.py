@@ -30,6 +30,7 @@ from sanlab.models.calibrate import (
     solve,
     table_for,
 )
+from sanlab.models.coverage import bands
 from sanlab.models.metrics import mape
 from sanlab.models.priors import Prior
 from sanlab.models.profile import (
@@ -146,6 +147,10 @@ class Holdout:
     # The unseen cells missed most, worst first, as (label, IOPS error): whether a
     # split's figure is a broad drift or a few cells nothing else in the data explains.
     worst: tuple[tuple[str, float], ...] = ()
+    # How many unseen cells lie inside their projection's 95 % interval (models/coverage.py),
+    # and those outside as (label, IOPS error): misses the model did not admit to.
+    inside: int = 0
+    outside: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,9 @@ class Calibration:
                 h.label: round(h.iops_mape_pct, 2) if h.iops_mape_pct is not None else None
                 for h in self.holdouts
             },
+            "cross_validation_inside_95": {
+                h.label: {"inside": h.inside, "cells": h.cells} for h in self.holdouts
+            },
         }
 
 
@@ -206,19 +214,26 @@ def calibrate(
 
 
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
-    held = solve(joint_task(studies, use))
-    cells: list[CellError] = []
+    task = joint_task(studies, use)
+    held = solve(task)
+    scored: dict[str, list[CellError]] = {}
     for study in studies:
         unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
-        cells += evaluate(held.profiles[study.name], unseen, seed)
+        scored[study.name] = evaluate(held.profiles[study.name], unseen, seed)
+    cells = [c for group in scored.values() for c in group]
     errors = [c.iops_error for c in cells]
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
+    judged = bands(task, held, scored)
     return Holdout(
         label,
         mape(errors),
         len(errors),
         tuple(held.unconstrained),
         tuple((c.row.label, c.iops_error) for c in worst),
+        sum(b.inside for b in judged),
+        tuple(
+            (b.label, b.iops_error) for b in sorted(judged, key=lambda b: -abs(b.iops_error)) if not b.inside
+        ),
     )
 
 

@@ -120,9 +120,12 @@ def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_di
         assert 0 < len(misses) <= 3 and misses == sorted(misses, reverse=True), held
         assert 100 * misses[0] >= held.iops_mape_pct, held
     assert fresh["studies"] == committed["studies"]
+    assert fresh["cross_validation_inside_95"] == committed["cross_validation_inside_95"]
     readme = (REPO / "models/README.md").read_text()
     for label, figure in committed["cross_validation"].items():
         assert f"{figure:.1f} %" in readme, label
+    for label, count in committed["cross_validation_inside_95"].items():
+        assert f"{count['inside']} of {count['cells']}" in readme, label
 
 
 def test_writing_a_fit_of_one_study_is_refused_before_fitting():

@@ -1,0 +1,63 @@
+"""A held-out cell against its projection's 95 % interval (models/coverage.py).
+
+The interval is what a projection admits it does not know; these tests
+check it means that: a cell's interval widens when the cells that pinned
+its parameters are held out, a cell the parameters cannot move keeps only
+the solver's floor, and inside/outside is read on the log scale the fit
+works in.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sanlab.models.calibrate import SOLVER_FLOOR, evaluate, solve
+from sanlab.models.calibrate_studies import joint_task, load_studies
+from sanlab.models.coverage import Z95, Band, bands
+
+
+@pytest.fixture(scope="module")
+def studies(calibration_dir):
+    return load_studies(None, calibration_dir)
+
+
+def _qd1(study):
+    return [r for r in study.rows if r.point.transport != "local" and r.point.outstanding == 1]
+
+
+def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies):
+    """With StarWind left out its NVMe stacks, drive and NIC sit at their priors: wider intervals."""
+    starwind = next(s for s in studies if s.name == "starwind-2024")
+    held_rows = {id(r) for r in starwind.rows}
+    widths = {}
+    for name, use in (("fitted", lambda r: True), ("held out", lambda r: id(r) not in held_rows)):
+        task = joint_task(studies, use)
+        fit = solve(task)
+        cells = {starwind.name: evaluate(fit.profiles[starwind.name], _qd1(starwind))}
+        widths[name] = [b.log_sigma for b in bands(task, fit, cells)]
+    assert len(widths["fitted"]) == 6
+    for fitted, held in zip(widths["fitted"], widths["held out"], strict=True):
+        assert SOLVER_FLOOR <= fitted < held
+
+
+def test_a_cell_bound_by_the_wire_keeps_only_the_solvers_floor(studies):
+    """Zeta's 64 KiB reads at 10 GbE fill the link: no parameter moves them."""
+    zeta = next(s for s in studies if s.name == "zeta-2016")
+    task = joint_task(studies)
+    fit = solve(task)
+    row = next(r for r in zeta.rows if r.label == "iscsi/eth/10 randread 64k j1q32")
+    (band,) = bands(task, fit, {zeta.name: evaluate(fit.profiles[zeta.name], [row])})
+    assert band.log_sigma == pytest.approx(SOLVER_FLOOR, rel=1e-6)
+    assert band.inside
+
+
+@pytest.mark.parametrize(
+    "error,sigma,inside",
+    [(0.05, 0.03, True), (0.10, 0.03, False), (-0.056, 0.03, True), (-0.06, 0.03, False), (1.0, 0.36, True)],
+)
+def test_inside_is_read_on_the_log_scale(error, sigma, inside):
+    """+100 % and -50 % are the same distance from a projection; ±1.96 σ of log IOPS is the band."""
+    assert Band("cell", error, sigma).inside is inside
+    assert (abs(math.log1p(error)) <= Z95 * sigma) is inside
