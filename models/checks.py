@@ -11,17 +11,22 @@ line rate, offloads, digests - and a row that misses says so in
 Each row says how far its projection may be off (``tolerance``, and
 ``cpu_tolerance`` where it publishes a CPU figure): 5 % where the physics
 should carry, the size of a known miss where it does not, so a miss may
-shrink but never silently grow.
+shrink but never silently grow.  Each projection also carries its 95 %
+interval from what the committed fit leaves open (models/coverage.py): a
+row outside it is a miss no parameter value the tables allow explains.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from sanlab.models.calibrate import CellError, evaluate
+from sanlab.models.calibrate import SOLVER_FLOOR, CellError, evaluate
+from sanlab.models.coverage import Band
 from sanlab.models.profile import load_profile
 from sanlab.models.published import Measured, measured, read_rows
+from sanlab.models.uncertainty import log_iops_sigma
 from sanlab.scenarios.errors import SanlabError
 
 CHECKS_DIR = Path(__file__).parent / "data"
@@ -45,6 +50,13 @@ class Judged:
     table: str
     check: Check
     cell: CellError
+    # The projection's log-IOPS spread: the committed fit's parameters and the solver's floor.
+    log_sigma: float = SOLVER_FLOOR
+
+    @property
+    def band(self) -> Band:
+        """The published figure against the projection's 95 % interval."""
+        return Band(self.cell.row.label, self.throughput_error, self.log_sigma)
 
     @property
     def model_mibps(self) -> float:
@@ -115,6 +127,8 @@ def judge(seed: int = 1) -> list[Judged]:
     judged = []
     for path in check_tables():
         for check in load_checks(path):
-            cell = evaluate(load_profile(check.row.point.profile), [check.row], seed)[0]
-            judged.append(Judged(path.stem, check, cell))
+            profile = load_profile(check.row.point.profile)
+            cell = evaluate(profile, [check.row], seed)[0]
+            params = log_iops_sigma(check.row.point, profile) or 0.0
+            judged.append(Judged(path.stem, check, cell, math.sqrt(params**2 + SOLVER_FLOOR**2)))
     return judged
