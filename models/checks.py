@@ -18,12 +18,11 @@ row outside it is a miss no parameter value the tables allow explains.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from sanlab.models.calibrate import SOLVER_FLOOR, CellError, evaluate
-from sanlab.models.coverage import Band
+from sanlab.models.coverage import Band, with_floor
 from sanlab.models.profile import load_profile
 from sanlab.models.published import Measured, measured, read_rows
 from sanlab.models.uncertainty import log_iops_sigma
@@ -130,5 +129,5 @@ def judge(seed: int = 1) -> list[Judged]:
             profile = load_profile(check.row.point.profile)
             cell = evaluate(profile, [check.row], seed)[0]
             params = log_iops_sigma(check.row.point, profile) or 0.0
-            judged.append(Judged(path.stem, check, cell, math.sqrt(params**2 + SOLVER_FLOOR**2)))
+            judged.append(Judged(path.stem, check, cell, with_floor(params)))
     return judged

@@ -26,14 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sanlab.models import mva
 from sanlab.models.calibrate import SOLVER_FLOOR, CellError, Fit, Task
-from sanlab.models.network import build
 from sanlab.models.profile import Profile
 from sanlab.models.published import Measured
+from sanlab.models.uncertainty import STEP, mva_iops, spread
 
 Z95 = 1.96
-STEP = 0.05  # log step of the finite differences (5 %), as models/uncertainty.py
 
 
 @dataclass(frozen=True)
@@ -60,6 +58,11 @@ def bands(task: Task, fit: Fit, cells: Mapping[str, Sequence[CellError]]) -> lis
     ]
 
 
+def with_floor(log_sigma: float) -> float:
+    """A projection's spread from its parameters, with the solver's floor in quadrature."""
+    return math.sqrt(log_sigma**2 + SOLVER_FLOOR**2)
+
+
 def _log_sigmas(task: Task, fit: Fit, rows: Mapping[str, Sequence[Measured]]) -> dict[str, list[float]]:
     """The projections' log-IOPS spread: parameters (gᵀ Σ g) and the solver's floor together."""
     x = np.log([fit.params[name] for name in task.params.names])
@@ -72,23 +75,15 @@ def _log_sigmas(task: Task, fit: Fit, rows: Mapping[str, Sequence[Measured]]) ->
         for name in rows:
             slopes[name][:, i] = (moved[name] - base[name]) / STEP
     cov = fit.covariance if fit.covariance is not None else np.zeros((len(x), len(x)))
-    return {name: [_sigma(g, cov) for g in slopes[name]] for name in rows}
-
-
-def _sigma(g: np.ndarray, cov: np.ndarray) -> float:
-    # As a projection's interval does (models/uncertainty.py), a direction the
-    # fit is blind to (NaN: neither a cell nor a prior sees it) adds nothing;
-    # every parameter of the published fit has a prior, so none is blind there.
-    used = (g != 0) & ~np.isnan(np.diag(cov))
-    spread = float(g[used] @ cov[np.ix_(used, used)] @ g[used]) if used.any() else 0.0
-    return math.sqrt(max(0.0, spread) + SOLVER_FLOOR**2)
+    # As a projection's interval (models/uncertainty.py): a blind direction adds
+    # nothing; every parameter of the published fit has a prior, so none is blind.
+    return {name: [with_floor(spread(g, cov)) for g in slopes[name]] for name in rows}
 
 
 def _log_iops(
     profiles: Mapping[str, Profile], rows: Mapping[str, Sequence[Measured]]
 ) -> dict[str, np.ndarray]:
-    out = {}
-    for name, cells in rows.items():
-        nets = [build(row.point, profiles[name]) for row in cells]
-        out[name] = np.array([math.log(min(mva.solve(net).iops, net.bound_iops)) for net in nets])
-    return out
+    return {
+        name: np.array([math.log(mva_iops(row.point, profiles[name])) for row in cells])
+        for name, cells in rows.items()
+    }

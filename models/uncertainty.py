@@ -111,10 +111,21 @@ def _touch_stack(data: dict[str, Any], parts: list[str], fitted: float, factor: 
     return False
 
 
-def _iops(point: Point, profile: Profile) -> float:
-    # mva.solve already counts whole requests (a split request's pieces divided back).
+def mva_iops(point: Point, profile: Profile) -> float:
+    """The analytic IOPS of ``point`` the fit runs, capped by the wire (whole requests:
+    mva.solve already divides a split request's pieces back)."""
     net = build(point, profile)
     return min(mva.solve(net).iops, net.bound_iops)
+
+
+def spread(slopes: np.ndarray, covariance: np.ndarray) -> float:
+    """sqrt(gᵀ Σ g) over the parameters a projection moves with; a direction the fit is
+    blind to (NaN: neither a cell nor a prior sees it) adds nothing."""
+    used = (slopes != 0) & ~np.isnan(np.diag(covariance))
+    if not used.any():
+        return 0.0
+    cov = covariance[np.ix_(used, used)]
+    return float(math.sqrt(max(0.0, slopes[used] @ cov @ slopes[used])))
 
 
 def log_iops_sigma(point: Point, profile: Profile) -> float | None:
@@ -123,14 +134,10 @@ def log_iops_sigma(point: Point, profile: Profile) -> float | None:
     if posterior is None:
         return None
     base_data = profile.model_dump(mode="json")
-    base = math.log(_iops(point, profile))
+    base = math.log(mva_iops(point, profile))
     slopes = np.zeros(len(posterior.names))
     for i, name in enumerate(posterior.names):
         data = copy.deepcopy(base_data)
         if touch(data, name, posterior.values[name], math.exp(STEP)):
-            slopes[i] = (math.log(_iops(point, Profile.model_validate(data))) - base) / STEP
-    used = (slopes != 0) & ~np.isnan(np.diag(posterior.covariance))
-    if not used.any():
-        return 0.0
-    cov = posterior.covariance[np.ix_(used, used)]
-    return float(math.sqrt(max(0.0, slopes[used] @ cov @ slopes[used])))
+            slopes[i] = (math.log(mva_iops(point, Profile.model_validate(data))) - base) / STEP
+    return spread(slopes, posterior.covariance)
