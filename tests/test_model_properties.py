@@ -71,7 +71,7 @@ def test_more_link_depth_jobs_sessions_or_queues_never_costs_more_than_2_percent
 @given(points())
 def test_never_above_the_wire_bound(point):
     net = build(point)
-    assert mva.solve(net).iops / net.split <= net.bound_iops * (1 + 1e-9)
+    assert mva.solve(net).iops <= net.bound_iops * (1 + 1e-9)  # whole requests, as the bound
 
 
 @pytest.mark.parametrize("transport", TCP_TRANSPORTS)
