@@ -32,6 +32,7 @@ from sanlab.models.priors import PRIOR_WEIGHT, Prior, load_priors
 from sanlab.models.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
+from sanlab.models.uncertainty import Z95
 from sanlab.scenarios.errors import SanlabError
 
 LATENCY_WEIGHT = 0.5
@@ -270,7 +271,7 @@ def _unpinned(
             reasons[name] = "no cell moves it"
         elif name in at_bound:
             reasons[name] = "at a bound of its range"
-        elif prior is not None and width >= PRIOR_WIDTH_SHARE * 2 * 1.96 * prior.sigma:
+        elif prior is not None and width >= PRIOR_WIDTH_SHARE * 2 * Z95 * prior.sigma:
             reasons[name] = "its interval is as wide as its prior's"
         elif prior is None and width >= PRIOR_WIDTH_SHARE * math.log(high / low):
             reasons[name] = "its interval spans its range"
@@ -311,8 +312,8 @@ def _intervals(
         if math.isnan(sigma) or (name in unconstrained and name not in params.priors):
             spread[name] = (params.lower[i], params.upper[i])
             continue
-        low = max(math.log(params.lower[i]), result.x[i] - 1.96 * sigma)
-        high = min(math.log(params.upper[i]), result.x[i] + 1.96 * sigma)
+        low = max(math.log(params.lower[i]), result.x[i] - Z95 * sigma)
+        high = min(math.log(params.upper[i]), result.x[i] + Z95 * sigma)
         spread[name] = (math.exp(low), math.exp(high))
     return spread
 

@@ -29,9 +29,7 @@ import numpy as np
 from sanlab.models.calibrate import SOLVER_FLOOR, CellError, Fit, Task
 from sanlab.models.profile import Profile
 from sanlab.models.published import Measured
-from sanlab.models.uncertainty import STEP, mva_iops, spread
-
-Z95 = 1.96
+from sanlab.models.uncertainty import STEP, Z95, mva_iops, spread
 
 
 @dataclass(frozen=True)

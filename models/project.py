@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
 from sanlab.models.simulate import Settings, simulate
-from sanlab.models.uncertainty import log_iops_sigma
+from sanlab.models.uncertainty import Z95, log_iops_sigma
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
@@ -145,7 +145,7 @@ def projected_record(
         interval = (round(min(low, bound), 1), round(min(high, bound), 1))
     spread = None
     if sigma is not None:
-        factor = math.exp(1.96 * sigma)
+        factor = math.exp(Z95 * sigma)
         spread = (round(iops / factor, 1), round(min(iops * factor, bound), 1))
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
     return ResultRecord(

@@ -28,6 +28,7 @@ from sanlab.models.network import Point, build
 from sanlab.models.profile import STACKS, STACKS_FILE, Profile, fit_path, profile_path
 from sanlab.scenarios.loader import read_yaml
 
+Z95 = 1.96  # a normal's 95 % two-sided quantile: every interval sanlab prints
 STEP = 0.05  # log step of the finite differences (5 %)
 
 
