@@ -312,7 +312,7 @@ def _calibrate_studies(
     names: list[str], data: Path | None, write: bool, cross_validate: bool, seed: int
 ) -> None:
     if write:
-        calibrate_studies.check_write(names)
+        calibrate_studies.check_write(names, cross_validate)
     click.echo(f"== fitting the stacks' costs and {', '.join(names or calibrate_studies.study_names())}")
     done = calibrate_studies.calibrate(names or None, data, cross_validate, seed)
     _print_parameters(done)
@@ -363,6 +363,7 @@ def _print_checks(seed: int, which: str) -> None:
             f"model {j.model_mibps:>8,.0f}  {100 * j.throughput_error:+6.1f}%"
             + _cpu_beside(j.cell)
             + f"  [{j.cell.bottleneck}]"
+            + ("  past the fitted tables" if j.extrapolated else "")
             + ("" if j.band.inside else "  outside its 95% interval")
             + (f"  OVER ITS TOLERANCE: {'; '.join(j.misses)}" if j.misses else "")
         )

@@ -46,6 +46,8 @@ from sanlab.models.profile import (
     with_stacks,
 )
 from sanlab.models.published import Measured
+from sanlab.models.reach import clear as clear_reach
+from sanlab.models.reach import measure as measure_reach
 from sanlab.models.uncertainty import clear_posterior
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import read_yaml
@@ -182,6 +184,11 @@ class Calibration:
             summary["cpu_mape_pct"] = round(cpu, 2)
         return summary
 
+    def reach(self) -> dict[str, dict[str, float]]:
+        """How far the fitted rows reach, per transport (models/reach.py), as stacks.fit.yaml records it."""
+        fitted = ((cell.row, cell.iops) for cells in self.cells.values() for cell in cells)
+        return {name: r.as_dict() for name, r in measure_reach(fitted).items()}
+
     def summary(self) -> dict[str, Any]:
         """What stacks.fit.yaml records: the fit as a whole and its cross-validation."""
         shared = [p for p in self.result.params if p.startswith(f"{STACKS}.")]
@@ -237,8 +244,13 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     )
 
 
-def check_write(names: list[str] | None) -> None:
-    """Refuse to write a fit of only some studies: the stacks' costs belong to all of them."""
+def check_write(names: list[str] | None, cross_validate: bool = True) -> None:
+    """Refuse to write a fit of only some studies (the stacks' costs belong to all of them), or
+    one without its cross-validation (stacks.fit.yaml records it, and the READMEs quote it)."""
+    if not cross_validate:
+        raise SanlabError(
+            "--write records the cross-validation figures that the READMEs quote: drop --no-cross-validate"
+        )
     known = study_names()
     missing = sorted(set(known) - set(names or known))
     if missing:
@@ -249,14 +261,14 @@ def check_write(names: list[str] | None) -> None:
 
 def write(done: Calibration) -> list[Path]:
     """Write stacks.fit.yaml and every study's NAME.fit.yaml, atomically; refuse a partial fit."""
-    check_write(list(done.cells))
-    paths = [
-        _write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), _posterior(done.result))
-    ]
+    check_write(list(done.cells), cross_validate=bool(done.holdouts))
+    stacks = {"reach": done.reach(), "posterior": _posterior(done.result)}
+    paths = [_write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), stacks)]
     for name in done.cells:
         paths.append(_write(fit_path(profile_path(name)), name, done, f"{name}.", done.study_summary(name)))
     clear_cache()
     clear_posterior()
+    clear_reach()
     return paths
 
 
@@ -288,7 +300,7 @@ def _write(
     done: Calibration,
     prefix: str,
     summary: dict[str, Any],
-    posterior: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     result = done.result
 
@@ -306,8 +318,7 @@ def _write(
         "not_pinned": own(result.unpinned),
         "result": summary,
     }
-    if posterior:
-        document["posterior"] = posterior
+    document.update(extra or {})
     tmp = path.with_suffix(".tmp")
     tmp.write_text(yaml.dump(document, Dumper=_FitDumper, sort_keys=False, width=100))
     tmp.replace(path)

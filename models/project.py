@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
+from sanlab.models.reach import beyond, gbytes_per_s, job_gbytes_per_s
+from sanlab.models.reach import load as load_reach
 from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import Z95, log_iops_sigma
 from sanlab.scenarios.errors import Problem, ScenarioError
@@ -148,6 +150,7 @@ def projected_record(
         factor = math.exp(Z95 * sigma)
         spread = (round(iops / factor, 1), round(min(iops * factor, bound), 1))
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
+    bw_mibps = round(iops * point.bs / 2**20, 2)
     return ResultRecord(
         mode="projected",
         transport=point.transport,
@@ -160,7 +163,7 @@ def projected_record(
         iodepth=point.iodepth,
         numjobs=point.numjobs,
         iops=round(iops, 1),
-        bw_mibps=round(iops * point.bs / 2**20, 2),
+        bw_mibps=bw_mibps,
         lat_mean_us=_round2(figures.lat_mean_us),
         lat_p99_us=_round2(figures.lat_p99_us),
         cpu_target_pct=round(figures.cpu_pct["target"], 2),
@@ -174,6 +177,15 @@ def projected_record(
         iops_range95=spread,
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
+        note=past_the_data(point, bw_mibps),
+    )
+
+
+def past_the_data(point: Point, bw_mibps: float) -> str | None:
+    """The edge of the fitted tables a projection crossed (models/reach.py), or None inside them."""
+    rate = gbytes_per_s(bw_mibps)
+    return beyond(
+        point.transport, rate, job_gbytes_per_s(bw_mibps, point.numjobs, point.initiators), load_reach()
     )
 
 

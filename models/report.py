@@ -90,6 +90,9 @@ def text_table(cells: Sequence[Cell], title: str) -> str:
             else:
                 line += f" {'-':>10}"
         out.write(line + "\n")
+    for c in cells:
+        if c.record.note:
+            out.write(f"note, {c.label}: {c.record.note}\n")
     if compare:
         iops = mape([c.iops_error for c in cells])
         lat = mape([c.latency_error for c in cells])
