@@ -25,8 +25,7 @@ from sanlab.models.calibrate import SOLVER_FLOOR, CellError, evaluate
 from sanlab.models.coverage import Band, with_floor
 from sanlab.models.profile import load_profile
 from sanlab.models.published import Measured, measured, read_rows
-from sanlab.models.reach import beyond, gbytes_per_s, job_gbytes_per_s
-from sanlab.models.reach import load as load_reach
+from sanlab.models.reach import past
 from sanlab.models.uncertainty import log_iops_sigma
 from sanlab.scenarios.errors import SanlabError
 
@@ -62,9 +61,7 @@ class Judged:
     @property
     def extrapolated(self) -> bool:
         """Whether the projection lies past what the fitted tables reached (models/reach.py)."""
-        point = self.cell.row.point
-        job_rate = job_gbytes_per_s(self.model_mibps, point.numjobs, point.initiators)
-        return beyond(point.transport, gbytes_per_s(self.model_mibps), job_rate, load_reach()) is not None
+        return past(self.cell.row.point, self.model_mibps) is not None
 
     @property
     def model_mibps(self) -> float:

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
-from sanlab.models.reach import beyond, gbytes_per_s, job_gbytes_per_s
-from sanlab.models.reach import load as load_reach
+from sanlab.models.reach import past
 from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import Z95, log_iops_sigma
 from sanlab.scenarios.errors import Problem, ScenarioError
@@ -177,15 +176,7 @@ def projected_record(
         iops_range95=spread,
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
-        note=past_the_data(point, bw_mibps),
-    )
-
-
-def past_the_data(point: Point, bw_mibps: float) -> str | None:
-    """The edge of the fitted tables a projection crossed (models/reach.py), or None inside them."""
-    rate = gbytes_per_s(bw_mibps)
-    return beyond(
-        point.transport, rate, job_gbytes_per_s(bw_mibps, point.numjobs, point.initiators), load_reach()
+        note=past(point, bw_mibps),
     )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sanlab.models.network import Point
 from sanlab.models.profile import STACKS_FILE, fit_path
 from sanlab.models.published import Measured
 from sanlab.scenarios.loader import read_yaml
@@ -121,3 +122,9 @@ def beyond(
         f"extrapolated: {' and '.join(crossed)} over {transport}; "
         "no published table checked the model here, and the interval does not cover it"
     )
+
+
+def past(point: Point, bw_mibps: float) -> str | None:
+    """The edge of the committed fit's tables a projection of ``point`` moving ``bw_mibps`` crossed."""
+    job_rate = job_gbytes_per_s(bw_mibps, point.numjobs, point.initiators)
+    return beyond(point.transport, gbytes_per_s(bw_mibps), job_rate, load())
