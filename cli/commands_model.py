@@ -363,7 +363,7 @@ def _print_checks(seed: int, which: str) -> None:
             f"model {j.model_mibps:>8,.0f}  {100 * j.throughput_error:+6.1f}%"
             + _cpu_beside(j.cell)
             + f"  [{j.cell.bottleneck}]"
-            + ("  past the fitted tables" if j.extrapolated else "")
+            + ("  past the tables' reach" if j.extrapolated else "")
             + ("" if j.band.inside else "  outside its 95% interval")
             + (f"  OVER ITS TOLERANCE: {'; '.join(j.misses)}" if j.misses else "")
         )

@@ -30,6 +30,7 @@ from sanlab.models.calibrate import (
     solve,
     table_for,
 )
+from sanlab.models.checks import confirming_rows
 from sanlab.models.coverage import bands
 from sanlab.models.metrics import mape
 from sanlab.models.priors import Prior
@@ -185,9 +186,13 @@ class Calibration:
         return summary
 
     def reach(self) -> dict[str, dict[str, float]]:
-        """How far the fitted rows reach, per transport (models/reach.py), as stacks.fit.yaml records it."""
-        fitted = ((cell.row, cell.iops) for cells in self.cells.values() for cell in cells)
-        return {name: r.as_dict() for name, r in measure_reach(fitted).items()}
+        """How far the published rows the model was fitted to or meets reach, per transport
+        (models/reach.py), as stacks.fit.yaml records it."""
+        fitted: list[tuple[Measured, float | None]] = [
+            (cell.row, cell.iops) for cells in self.cells.values() for cell in cells
+        ]
+        met: list[tuple[Measured, float | None]] = [(row, None) for row in confirming_rows()]
+        return {name: r.as_dict() for name, r in measure_reach(fitted + met).items()}
 
     def summary(self) -> dict[str, Any]:
         """What stacks.fit.yaml records: the fit as a whole and its cross-validation."""

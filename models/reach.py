@@ -1,17 +1,20 @@
-"""How far the fitted tables reach, so that a projection past them says so.
+"""How far the published tables reach, so that a projection past them says so.
 
 A parameter interval (``models/uncertainty.py``) says what the published
 tables leave open inside the regime they measured.  Past that regime it
 says nothing: NVMe/TCP at 200 Gb/s with 8 jobs projects the link with a
 narrow interval, because the link bounds it and no parameter moves a link,
 while NVIDIA measured half of it (``models/data/nvidia-nvme-tcp-2023.csv``).
-What was crossed there is an edge of the data: no fitted row of NVMe/TCP
-moved more than about 7 GB/s in all, or 2.4 GB/s through one job.  So each
-transport's reach is measured from the fitted rows when ``sanlab calibrate
---write`` runs (``reach`` in ``stacks.fit.yaml``), and a projection beyond
-it carries a note naming the edge; the figure itself is not changed, only
-no longer presented as checked.  Data rates, not link speeds, are the
-edge: a QD 1 request on a faster link is no further from the tables.
+What was crossed there is an edge of the data: no published row of NVMe/TCP
+that the model was fitted to or met moved more than about 7 GB/s in all, or
+2.4 GB/s through one job.  So each transport's reach is measured when
+``sanlab calibrate --write`` runs (``reach`` in ``stacks.fit.yaml``): over
+the fitted rows, and over the never-fitted rows the model must meet within
+line-rate tolerance (``checks.confirming_rows``; a known miss confirms
+nothing).  A projection beyond it carries a note naming the edge; the
+figure itself is not changed, only no longer presented as checked.  Data
+rates, not link speeds, are the edge: a QD 1 request on a faster link is
+no further from the tables.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class Reach:
-    """The most data a second, in all and through one fio job, over a transport's fitted rows."""
+    """The most data a second, in all and through one fio job, over a transport's published rows."""
 
     gbytes_per_s: float
     job_gbytes_per_s: float
@@ -52,19 +55,21 @@ def job_gbytes_per_s(bw_mibps: float, numjobs: int, initiators: int = 1) -> floa
     return gbytes_per_s(bw_mibps) / max(1, numjobs * initiators)
 
 
-def measure(cells: Iterable[tuple[Measured, float]]) -> dict[str, Reach]:
-    """Each transport's reach over the network rows of a fit, each with the IOPS the model gave it.
+def measure(rows: Iterable[tuple[Measured, float | None]]) -> dict[str, Reach]:
+    """Each transport's reach over published rows, each with the IOPS the model gave it where it
+    was fitted (None for a row that only checked the model).
 
-    A row reaches as far as the table or the model went there, whichever is
-    further: a projection that overshoots a fitted cell is a miss that cell
-    already shows, not an extrapolation.  A local row has no transport.
+    A fitted row reaches as far as the table or the model went there,
+    whichever is further: a projection that overshoots a fitted cell is a
+    miss that cell already shows, not an extrapolation.  A local row has no
+    transport.
     """
     reach: dict[str, Reach] = {}
-    for row, modelled_iops in cells:
+    for row, modelled_iops in rows:
         point = row.point
         if point.transport == "local":
             continue
-        bw = max(row.bw_mibps, modelled_iops * point.bs / MIB)
+        bw = max(row.bw_mibps, (modelled_iops or 0.0) * point.bs / MIB)
         seen = reach.get(point.transport, Reach(0.0, 0.0))
         reach[point.transport] = Reach(
             max(seen.gbytes_per_s, gbytes_per_s(bw)),
@@ -102,7 +107,7 @@ def beyond(
     """What edge of the fitted data a projection moving ``rate`` GB/s (``job_rate`` a job) crossed.
 
     One sentence, or None inside the tables.  ``headroom`` keeps a
-    projection a few per cent past the fastest fitted row (the same regime,
+    projection a few per cent past the fastest published row (the same regime,
     measured) from being called an extrapolation.  A fit that recorded no
     reach (written before it was measured) makes no claim.
     """
@@ -110,12 +115,12 @@ def beyond(
         return None
     seen = reach.get(transport)
     if seen is None:
-        return f"extrapolated: no fitted table measured {transport}"
+        return f"extrapolated: no published table measured {transport}"
     crossed = []
     if rate > seen.gbytes_per_s * headroom:
-        crossed.append(f"{rate:.1f} GB/s in all (fitted rows reach {seen.gbytes_per_s:.1f})")
+        crossed.append(f"{rate:.1f} GB/s in all (published rows reach {seen.gbytes_per_s:.1f})")
     if job_rate > seen.job_gbytes_per_s * headroom:
-        crossed.append(f"{job_rate:.2f} GB/s a job (fitted rows reach {seen.job_gbytes_per_s:.2f})")
+        crossed.append(f"{job_rate:.2f} GB/s a job (published rows reach {seen.job_gbytes_per_s:.2f})")
     if not crossed:
         return None
     return (
@@ -125,6 +130,6 @@ def beyond(
 
 
 def past(point: Point, bw_mibps: float) -> str | None:
-    """The edge of the committed fit's tables a projection of ``point`` moving ``bw_mibps`` crossed."""
+    """The edge of the committed fit's reach a projection of ``point`` moving ``bw_mibps`` crossed."""
     job_rate = job_gbytes_per_s(bw_mibps, point.numjobs, point.initiators)
     return beyond(point.transport, gbytes_per_s(bw_mibps), job_rate, load())
