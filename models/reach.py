@@ -104,7 +104,7 @@ def clear() -> None:
 def beyond(
     transport: str, rate: float, job_rate: float, reach: Mapping[str, Reach], headroom: float = 1.1
 ) -> str | None:
-    """What edge of the fitted data a projection moving ``rate`` GB/s (``job_rate`` a job) crossed.
+    """What edge of the published data a projection moving ``rate`` GB/s (``job_rate`` a job) crossed.
 
     One sentence, or None inside the tables.  ``headroom`` keeps a
     projection a few per cent past the fastest published row (the same regime,

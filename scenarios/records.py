@@ -85,7 +85,7 @@ class ResultRecord(BaseModel):
     error: str | None = None
     # What went wrong on the way but was recovered from (a stalled link that
     # was restarted and the target run again): a passing cell can carry one.
-    # On a projection: the edge of the fitted tables it lies past, if any.
+    # On a projection: the edge of the published tables' reach it lies past, if any (models/reach.py).
     note: str | None = None
 
 
