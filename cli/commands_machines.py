@@ -64,11 +64,11 @@ def _link_facts(scenario: Scenario, checked: Preflight) -> tuple[dict[str, float
     return speeds, mtus
 
 
-def run_on_machines(scenario: Scenario, out: Path, journal: RunJournal, say: Say) -> None:
+def run_on_machines(scenario: Scenario, out: Path, journal: RunJournal, say: Say, skip: int = 0) -> None:
     """Preflight, then the matrix on the machines; every record carries both hosts' facts."""
     with machine_hosts(scenario) as hosts:
         checked = check_machines(scenario, hosts, say)
         speeds, mtus = _link_facts(scenario, checked)
         facts = {name: f.record() for name, f in checked.facts.items()}
         machines = runner.Machines(facts, speeds, mtus)
-        runner.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines)
+        runner.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines, skip=skip)

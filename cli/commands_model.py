@@ -25,9 +25,10 @@ from sanlab.models.report import match, text_table, write_chart, write_csv
 from sanlab.models.simulate import Settings
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
+from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.records import results_document
 from sanlab.scenarios.schema import DEFAULT_PROFILE, FABRICS, STACKS, TRANSPORTS, Scenario
-from sanlab.validation import fail, load_checked, writable_dir
+from sanlab.validation import fail, load_checked
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
 POINT_OPTIONS = ("fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs")
@@ -172,8 +173,7 @@ def model(
                     }
                 )
         _check_projectable(chosen)
-        if report:
-            writable_dir(report, "--report")
+        paths = _claim_report(report) if report else {}
         progress = _progress_bar() if not as_json else None
         results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
@@ -190,12 +190,21 @@ def model(
         for job, _ in results:
             _print_budget(job.point)
     if report:
-        report.mkdir(parents=True, exist_ok=True)
-        (report / "table.txt").write_text(table)
-        write_csv(cells, report / "cells.csv")
-        write_chart(cells, report / "chart.png", title)
-        (report / "results.json").write_text(json.dumps(results_document(records), indent=2))
-        click.echo(f"report written to {report}/ (table.txt, cells.csv, chart.png, results.json)")
+        paths["table.txt"].write_text(table)
+        write_csv(cells, paths["cells.csv"])
+        write_chart(cells, paths["chart.png"], title)
+        paths["results.json"].write_text(json.dumps(results_document(records), indent=2))
+        OutputFolder.open(report, "--report").stamp(REPORT_FILES)
+        click.echo(f"report written to {report}/ ({', '.join(REPORT_FILES)})")
+
+
+REPORT_FILES = ("table.txt", "cells.csv", "chart.png", "results.json")
+
+
+def _claim_report(report: Path) -> dict[str, Path]:
+    """Where each report file goes; refused before any work if a user's file holds a name."""
+    folder = OutputFolder.open(report, "--report")
+    return {name: folder.claim(name) for name in REPORT_FILES}
 
 
 def _print_budget(point: Point) -> None:

@@ -26,7 +26,9 @@ import pyarrow.parquet as pq
 from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
 from sanlab.models.sweep_goals import meeting, pareto_front
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.records import ResultRecord, write_atomically
+from sanlab.scenarios.files import read_bounded, write_atomically
+from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.records import ResultRecord
 
 Progress = Callable[[int, int], None]
 JOURNAL = "points.jsonl"
@@ -47,55 +49,64 @@ class Outcome:
 
 
 class Journal:
-    """The sweep folder: its spec, and the rows finished so far."""
+    """The sweep folder: its spec, and the rows finished so far, in its manifest (scenarios/outdir)."""
 
     def __init__(self, out: Path, grid: Grid):
         self.out = out
+        self.folder = OutputFolder.open(out, "--out")
         self.path = out / JOURNAL
         spec = grid.spec.model_dump(mode="json")
         self.fingerprint = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
         self._claim(spec)
 
     def _claim(self, spec: dict[str, Any]) -> None:
-        try:
-            self.out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise SanlabError(f"--out {self.out}: cannot create it ({exc.strerror})") from None
         marker = self.out / SPEC
-        if marker.exists():
+        if marker.exists() or marker.is_symlink():
+            if not self.folder.ours(SPEC):
+                raise SanlabError(f"--out {self.out}: its {SPEC} is not one sanlab wrote; give a new folder")
             try:
-                held = json.loads(marker.read_text()).get("fingerprint")
-            except (OSError, ValueError, AttributeError):
+                held = json.loads(read_bounded(marker, 1 << 20, f"--out {self.out}:")).get("fingerprint")
+            except (ValueError, AttributeError):
                 held = None
             if held != self.fingerprint:
                 raise SanlabError(
                     f"--out {self.out}: holds a sweep of another spec; give a new folder "
                     "(a sweep resumes only into the folder of the same spec)"
                 )
-        elif any(self.out.iterdir()):
+        elif self.folder.foreign():
             raise SanlabError(f"--out {self.out}: is not empty and holds no sweep; give a new folder")
         else:
-            write_atomically(marker, json.dumps({"fingerprint": self.fingerprint, "spec": spec}, indent=2))
+            self.folder.write_text(
+                SPEC, json.dumps({"fingerprint": self.fingerprint, "spec": spec}, indent=2)
+            )
+        self.folder.claim(JOURNAL)
 
     def done(self) -> dict[str, dict[str, Any]]:
-        """Rows already computed, by key (a line torn by a crash is ignored)."""
+        """Rows already computed, by key; a line torn by a crash, or damaged, is ignored."""
         rows: dict[str, dict[str, Any]] = {}
         if not self.path.exists():
             return rows
-        for line in self.path.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                row = json.loads(line)
-                rows[row["key"]] = row
+        if not self.folder.ours(JOURNAL):
+            raise SanlabError(
+                f"--out {self.out}: its {JOURNAL} was changed since sanlab wrote it; give a new folder"
+            )
+        with open(self.path, "rb") as handle:
+            for raw in handle:
+                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                    row = json.loads(raw)
+                    if isinstance(row, dict) and isinstance(row.get("key"), str):
+                        rows[row["key"]] = row
         return rows
 
     @contextlib.contextmanager
     def appending(self) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
-        with open(self.path, "a") as handle:
+        with open(self.folder.claim(JOURNAL), "a") as handle:
 
             def add(rows: list[dict[str, Any]]) -> None:
                 handle.write("".join(json.dumps(r) + "\n" for r in rows))
                 handle.flush()
                 os.fsync(handle.fileno())
+                self.folder.stamp([JOURNAL])
 
             yield add
 
@@ -125,7 +136,7 @@ def run_sweep(
             report(finished, len(grid.points))
     rows = [have[p.key] for p in grid.points]  # grid order, whatever order they finished in
     outcome = Outcome(rows, len(todo), len(grid.points) - len(todo), time.monotonic() - started)
-    _write_outputs(grid, out, outcome)
+    _write_outputs(grid, journal.folder, outcome)
     return outcome
 
 
@@ -177,15 +188,19 @@ COLUMNS = [
 COLUMNS += ["iops_ci95_low", "iops_ci95_high", "solver", "key"]
 
 
-def _write_outputs(grid: Grid, out: Path, outcome: Outcome) -> None:
+OUTPUTS = ("results.parquet", "results.csv", "goals.csv", "pareto.csv", "pareto.png", "summary.json")
+
+
+def _write_outputs(grid: Grid, folder: OutputFolder, outcome: Outcome) -> None:
+    out = {name: folder.claim(name) for name in OUTPUTS}  # a user's file or a symlink there is refused
     rows = outcome.rows
     goals = meeting(rows, grid.goals)
     front = pareto_front(goals, grid.spec.pareto)
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows])
-    pq.write_table(table, out / "results.parquet")
+    pq.write_table(table, out["results.parquet"])
     for name, selection in (("results.csv", rows), ("goals.csv", goals), ("pareto.csv", front)):
-        _write_csv(out / name, selection)
-    _chart(rows, front, grid.spec.pareto, out / "pareto.png")
+        _write_csv(out[name], selection)
+    _chart(rows, front, grid.spec.pareto, out["pareto.png"])
     summary = {
         "points": len(rows),
         "computed": outcome.computed,
@@ -198,16 +213,10 @@ def _write_outputs(grid: Grid, out: Path, outcome: Outcome) -> None:
         "pareto_points": len(front),
         "seconds": round(outcome.seconds, 2),
     }
-    write_atomically(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_atomically(out["summary.json"], json.dumps(summary, indent=2) + "\n")
+    folder.stamp(OUTPUTS)
     outcome.goals_met, outcome.pareto = len(goals), front
-    outcome.files = [
-        "results.parquet",
-        "results.csv",
-        "goals.csv",
-        "pareto.csv",
-        "pareto.png",
-        "summary.json",
-    ]
+    outcome.files = list(OUTPUTS)
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:

@@ -9,16 +9,17 @@ figures are the speed of a software-emulated VM, not of hardware.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import write_atomically
+from sanlab.scenarios.outdir import OutputFolder
+
+RESULTS = "results.json"
 
 
 class ResultRecord(BaseModel):
@@ -143,31 +144,6 @@ def results_document(records: list[ResultRecord], run: dict[str, object] | None 
     return document
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for a moment)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` in one step, with the mode a plain write would give it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_results(records: list[ResultRecord], path: Path, run: dict[str, object] | None = None) -> None:
     """Write results atomically: a crash never leaves a half-written results.json."""
     write_atomically(path, json.dumps(results_document(records, run), indent=2) + "\n")
@@ -179,12 +155,22 @@ class RunJournal:
     ``run.status`` says how far it got: ``running`` while points are still
     coming, then ``complete``, ``failed`` (the run itself stopped on an
     error) or ``interrupted`` (Ctrl-C or SIGTERM): a reader always knows
-    whether the list is whole.
+    whether the list is whole.  It is written through the run's output
+    folder, whose manifest it keeps current: ``settle`` enters what the
+    run's other writers (fio, captures, logs) have added since.
     """
 
-    def __init__(self, path: Path, scenario: str, planned: int):
-        self.path = path
-        self.records: list[ResultRecord] = []
+    def __init__(
+        self,
+        folder: OutputFolder,
+        scenario: str,
+        planned: int,
+        settle: Callable[[], None] = lambda: None,
+        kept: Sequence[ResultRecord] = (),
+    ):
+        self.folder, self.settle = folder, settle
+        self.path = folder.root / RESULTS
+        self.records: list[ResultRecord] = list(kept)
         self.run: dict[str, object] = {
             "scenario": scenario,
             "status": "running",
@@ -211,51 +197,5 @@ class RunJournal:
         self._write()
 
     def _write(self) -> None:
-        write_results(self.records, self.path, self.run)
-
-
-# What ``sanlab run`` writes into its --out folder, and so all it may ever remove there.
-RUN_FILES = ("results.json",)
-RUN_DIRS = ("fio", "logs")
-RUN_PATTERNS = ("*.pcap", ".results-*.json")
-
-
-def _ours(entry: Path) -> bool:
-    if entry.is_symlink():
-        return False
-    if entry.is_dir():
-        return entry.name in RUN_DIRS
-    return entry.name in RUN_FILES or any(entry.match(p) for p in RUN_PATTERNS)
-
-
-def claim_out_dir(out: Path, force: bool) -> None:
-    """Make ``out`` an empty folder for one run, so two runs never mix.
-
-    A folder that already holds anything is refused.  With ``force`` a
-    previous run's outputs are removed, but only when every entry is one
-    that sanlab run writes: nothing it did not create is ever deleted.
-    """
-    if out.exists() and not out.is_dir():
-        raise SanlabError(f"--out {out}: exists and is not a directory")
-    entries = sorted(out.iterdir()) if out.is_dir() else []
-    if entries and not force:
-        shown = ", ".join(e.name for e in entries[:4]) + (" ..." if len(entries) > 4 else "")
-        raise SanlabError(
-            f"--out {out}: is not empty ({shown}); give a new folder, "
-            "or --force to replace the previous sanlab run there"
-        )
-    foreign = [e.name for e in entries if not _ours(e)]
-    if foreign:
-        raise SanlabError(
-            f"--out {out}: holds files sanlab run did not write ({', '.join(foreign[:4])}); "
-            "it will not delete them: give another folder"
-        )
-    for entry in entries:
-        if entry.is_dir():
-            shutil.rmtree(entry)
-        else:
-            entry.unlink()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise SanlabError(f"--out {out}: cannot create it ({exc.strerror})") from None
+        self.folder.write_text(RESULTS, json.dumps(results_document(self.records, self.run), indent=2) + "\n")
+        self.settle()

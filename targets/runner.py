@@ -84,6 +84,28 @@ def planned_points(scenario: Scenario) -> int:
     return sum(len(list(points(scenario, t, target_name(t, i)))) for i, t in enumerate(scenario.targets))
 
 
+def records_per_point(scenario: Scenario) -> list[int]:
+    """How many records each planned point writes, in run order: one, or one per initiator of a
+    shared target and then their aggregate."""
+    counts = []
+    for i, target in enumerate(scenario.targets):
+        sharing = len(initiators_of(scenario, target))
+        counts += [1 if sharing <= 1 else sharing + 1] * len(
+            list(points(scenario, target, target_name(target, i)))
+        )
+    return counts
+
+
+def finished_points(scenario: Scenario, records: int) -> tuple[int, int]:
+    """(points, records) that a run cut short after writing ``records`` records finished whole."""
+    done = kept = 0
+    for count in records_per_point(scenario):
+        if kept + count > records:
+            break
+        done, kept = done + 1, kept + count
+    return done, kept
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one target runs: its hosts and addresses, and what its records say of the link."""
@@ -268,8 +290,11 @@ def run(
     sink: Sink | None = None,
     machines: Machines | None = None,
     cables: faults.Cables | None = None,
+    skip: int = 0,
 ) -> list[ResultRecord]:
-    """Every target's points, in order.  When a target fails, ``doctor`` checks its link.
+    """Every target's points, in order, less the first ``skip`` (a resumed run has them).
+
+    When a target fails, ``doctor`` checks its link.
 
     A link that no longer answers pings is the emulator's fault, not the
     stack's: the doctor restarts it and, if it answers again, the target is
@@ -285,9 +310,12 @@ def run(
     todo = []
     for i, t in enumerate(scenario.targets):
         name = target_name(t, i)
-        todo.append((t, name, list(points(scenario, t, name))))
+        cells = list(points(scenario, t, name))
+        todo.append((t, name, cells[skip:]))
+        skip = max(0, skip - len(cells))
     total = sum(len(cells) for _, _, cells in todo)
     done = 0
+    todo = [(t, name, cells) for t, name, cells in todo if cells]  # a finished target is not exported again
     for target, name, cells in todo:
         group = placements(scenario, target, hosts, ends)
         if cables is not None:

@@ -1,0 +1,86 @@
+"""Files that sanlab reads from or writes for its user, in bounded time and memory.
+
+Anything a user points sanlab at may be a FIFO (reading it blocks for ever),
+a device, a folder, or a file of gigabytes.  Each is refused by name in one
+line before a byte is read, and a regular file is read only up to a limit.
+Writes are atomic: a crash never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from sanlab.scenarios.errors import SanlabError
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def regular_file(path: Path, what: str) -> os.stat_result:
+    """``path``'s stat if it is a regular file (a symlink to one is fine); else a one-line error."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise SanlabError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SanlabError(f"{what} {path}: is {_kind(info.st_mode)}; give a regular file")
+    return info
+
+
+def read_bounded(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, never blocking on a FIFO."""
+    info = regular_file(path, what)
+    if info.st_size > limit:
+        raise SanlabError(f"{what} {path}: is {info.st_size:,} bytes; at most {limit:,} are read")
+    try:
+        # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it does not wait.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SanlabError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise SanlabError(f"{what} {path}: is not a regular file; give a regular file")
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise SanlabError(f"{what} {path}: is over {limit:,} bytes; at most that is read")
+    return data
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for a moment)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` in one step, with the mode a plain write would give it.
+
+    The rename replaces a symlink at ``path`` itself, never the file it points to.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
