@@ -9,11 +9,13 @@ works before the guest has any network at all.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
+import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,12 +49,24 @@ class Completed:
         return self
 
 
+def _request_ids() -> Iterator[str]:
+    """Request ids no other connection uses: a random nonce, then a counter.
+
+    The guest's port is one stream that outlives its clients: a client that
+    dies after sending leaves its reply queued for whoever connects next.
+    Were every client to number from 1, that stale reply would match the next
+    client's first request and hand it another command's output.
+    """
+    nonce = secrets.token_hex(8)
+    return (f"{nonce}-{n}" for n in itertools.count(1))
+
+
 class AgentClient:
     def __init__(self, path: Path, host: str):
         self.path, self.host = path, host
         self._sock: socket.socket | None = None
         self._buffer = b""
-        self._next = 1
+        self._ids = _request_ids()
         # One request at a time: replies share one stream and one buffer, and
         # threads that reach the same guest (incast's target) take turns.
         self._lock = threading.Lock()
@@ -81,6 +95,10 @@ class AgentClient:
                 time.sleep(0.2)
                 continue
             self._sock = sock
+            # A fresh connection starts clean: its ids are new, and nothing
+            # buffered from the last one can be taken for a reply.
+            self._buffer = b""
+            self._ids = _request_ids()
         return self._sock
 
     def request(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -91,8 +109,7 @@ class AgentClient:
     def _request(self, body: dict[str, Any], timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         sock = self._connect(deadline)
-        ident = self._next
-        self._next += 1
+        ident = next(self._ids)
         try:
             sock.sendall((json.dumps({**body, "id": ident}) + "\n").encode())
         except OSError as exc:  # a full socket the guest does not read, or a closed one
