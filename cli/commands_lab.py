@@ -31,7 +31,9 @@ from sanlab.emulator.lab import (
 )
 from sanlab.lab_targets import SCENARIO_COPY, stop_all
 from sanlab.scenarios.errors import SanlabError
-from sanlab.validation import fail, load_checked
+from sanlab.scenarios.semantics import real_machines
+from sanlab.scenarios.sizes import EXEC_TIMEOUT
+from sanlab.validation import Duration, fail, load_checked
 
 
 def _say(message: str) -> None:
@@ -109,6 +111,11 @@ def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None)
     try:
         name = check_lab_name(name) if name is not None else lab_name(scenario.stem)
         loaded = load_checked(scenario)
+        if real_machines(loaded):
+            raise SanlabError(
+                f"{scenario}: its hosts are real machines (ssh:); a lab boots VMs only: "
+                f"use 'sanlab run {scenario}' (or --dry-run to see what it would do)"
+            )
         run_dir = new_run_dir(name)
         shutil.copyfile(scenario, run_dir / SCENARIO_COPY)  # what lab export will configure
         handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None, snaplen)
@@ -136,7 +143,7 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.argument("name")
 @click.argument("host")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--timeout", type=float, default=300.0, show_default=True)
+@click.option("--timeout", type=Duration(EXEC_TIMEOUT), default=300.0, show_default=True)
 def lab_exec(name: str, host: str, command: tuple[str, ...], timeout: float) -> None:
     """Run COMMAND on HOST of lab NAME; exit with its exit code."""
     agent = _agent(name, host)
@@ -249,6 +256,7 @@ def lab_list() -> None:
 def lab_down(name: str) -> None:
     """Undo its exported targets, stop every VM of lab NAME (works from any shell); logs stay."""
     try:
+        check_lab_name(name)  # before anything is read or signalled: a name, never a path
         for held in stop_all(name):
             click.echo(f"target {held}: undone")
         pids, dead = stop_lab(name)

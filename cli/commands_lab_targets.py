@@ -23,7 +23,7 @@ from sanlab.scenarios.schema import Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets import faults
 from sanlab.targets.runner import Point, run_point
-from sanlab.validation import fail
+from sanlab.validation import Duration, fail
 
 
 def _say(message: str) -> None:
@@ -136,8 +136,14 @@ def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int
 @lab.command("fault")
 @click.argument("name")
 @click.argument("link")
-@click.option("--down", "length", required=True, help="Take both ends of LINK down for this long (e.g. 2s).")
-def lab_fault(name: str, link: str, length: str) -> None:
+@click.option(
+    "--down",
+    "seconds",
+    type=Duration(FAULT_LENGTH),
+    required=True,
+    help="Take both ends of LINK down for this long (e.g. 2s).",
+)
+def lab_fault(name: str, link: str, seconds: float) -> None:
     """Pull LINK's cable on lab NAME for a while and plug it back, by hand, whatever runs over it.
 
     Carrier drops at both ends (QEMU's set_link), as on hardware; afterwards
@@ -148,7 +154,6 @@ def lab_fault(name: str, link: str, length: str) -> None:
       sanlab lab fault pair-rxe fabric --down 2s
     """
     try:
-        seconds = FAULT_LENGTH.check(length)
         scenario = lab_targets.lab_scenario(name)
         hosts = lab_targets.lab_hosts(name)
         ends = [

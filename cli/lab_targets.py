@@ -12,6 +12,7 @@ created - and exits.  These are the same recipes ``sanlab run`` uses.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,13 +22,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import labs_root, live_agent_path, read_state
+from sanlab.emulator.lab import lab_dir, live_agent_path, read_state
+from sanlab.emulator.qemu import process_argv, process_start
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets.runner import Placement, place, target_name
 from sanlab.targets.stacks import connect_only, export_only
@@ -37,6 +41,8 @@ PHASES = ("export", "connect")  # connect needs export; undone in the reverse or
 SCENARIO_COPY = "scenario.yaml"  # lab up keeps the scenario it booted here
 READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 180.0
+STATUS_BYTES = 1 << 20
+KEEPER_MODULE = "sanlab.lab_keeper"
 Say = Callable[[str], None]
 
 
@@ -59,7 +65,7 @@ class LabTarget:
 
 
 def lab_scenario(lab: str) -> Scenario:
-    path = labs_root() / lab / SCENARIO_COPY
+    path = lab_dir(lab) / SCENARIO_COPY
     if not path.is_file():
         raise SanlabError(f"lab {lab!r} keeps no scenario ({path}); bring it up again with this sanlab")
     return load_checked(path)
@@ -99,14 +105,19 @@ def resolve(lab: str, name: str) -> LabTarget:
 
 
 def status_path(lab: str, name: str, phase: str) -> Path:
-    return labs_root() / lab / f"keeper-{name}-{phase}.json"
+    """Where the keeper of one half writes its status; the names are names, never paths."""
+    if "/" in name or name.startswith(".") or "\0" in name:
+        raise SanlabError(f"target name {name!r} is not allowed (a name, not a path)")
+    return lab_dir(lab) / f"keeper-{name}-{phase}.json"
 
 
 def read_status(lab: str, name: str, phase: str) -> dict[str, Any] | None:
+    """A keeper's status file, or None if there is none or it is not one (a FIFO, damaged)."""
     try:
-        return dict(json.loads(status_path(lab, name, phase).read_text()))
-    except (OSError, ValueError):
+        status = json.loads(read_bounded(status_path(lab, name, phase), STATUS_BYTES, "keeper status"))
+    except (SanlabError, ValueError):
         return None
+    return status if isinstance(status, dict) else None
 
 
 def _write_status(path: Path, **fields: object) -> None:
@@ -115,22 +126,31 @@ def _write_status(path: Path, **fields: object) -> None:
     tmp.replace(path)
 
 
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
+def _keeper_argv(lab: str, name: str, phase: str) -> list[str]:
+    return ["-m", KEEPER_MODULE, lab, name, phase]
+
+
+def _is_keeper(pid: object, started: object, lab: str, name: str, phase: str) -> bool:
+    """Whether ``pid`` is this keeper, proven by its command line and its start time.
+
+    A status file can outlive its keeper, and its PID can be reused by any
+    process; only one whose command line is the keeper's own and whose start
+    time is the one the keeper wrote down is ever signalled.
+    """
+    if type(pid) is not int or pid <= 0 or type(started) is not int:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    argv = process_argv(pid)
+    if argv is None or argv[1:] != _keeper_argv(lab, name, phase):
         return False
-    except PermissionError:
-        return True
-    return True
+    return process_start(pid) == started
 
 
 def held(lab: str, name: str, phase: str) -> dict[str, Any] | None:
-    """The status of a keeper that is still running, else None."""
+    """The status of a keeper that is still running (and proven to be it), else None."""
     status = read_status(lab, name, phase)
-    return status if status and _alive(status.get("pid")) else None
+    if status and _is_keeper(status.get("pid"), status.get("started"), lab, name, phase):
+        return status
+    return None
 
 
 # --- the keeper process ---------------------------------------------------------
@@ -144,6 +164,11 @@ def _release(signum: int, frame: object) -> None:
     raise _Release
 
 
+def _me() -> dict[str, int | None]:
+    """What proves this keeper to whoever signals it later: its PID and its start time."""
+    return {"pid": os.getpid(), "started": process_start(os.getpid())}
+
+
 def keep(lab: str, name: str, phase: str) -> int:
     """Body of the keeper process: hold one half of a recipe until told to let go."""
     path = status_path(lab, name, phase)
@@ -153,7 +178,7 @@ def keep(lab: str, name: str, phase: str) -> int:
     try:
         where = resolve(lab, name)
         with _half(where, phase, say) as made:
-            _write_status(path, pid=os.getpid(), state="ready", **made)
+            _write_status(path, **_me(), state="ready", **made)
             where.release()
             while True:
                 signal.pause()
@@ -161,7 +186,9 @@ def keep(lab: str, name: str, phase: str) -> int:
         path.unlink(missing_ok=True)
         return 0
     except (SanlabError, OSError) as exc:
-        _write_status(path, pid=os.getpid(), state="failed", error=str(exc))
+        _write_status(
+            path, pid=os.getpid(), started=process_start(os.getpid()), state="failed", error=str(exc)
+        )
         return 1
 
 
@@ -201,11 +228,10 @@ def start(lab: str, name: str, phase: str, say: Say) -> dict[str, Any]:
             f"lab {lab!r}: target {name!r} is not exported: 'sanlab lab export {lab} {name}' first"
         )
     resolve(lab, name)  # a bad name or a dead VM is an error here, not in the keeper's log
-    path = status_path(lab, name, phase)
-    path.unlink(missing_ok=True)
-    log = (labs_root() / lab / f"keeper-{name}-{phase}.log").open("w")
+    _remove_status(lab, name, phase)
+    log = (lab_dir(lab) / f"keeper-{name}-{phase}.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "sanlab.lab_keeper", lab, name, phase],
+        [sys.executable, *_keeper_argv(lab, name, phase)],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -234,30 +260,40 @@ def _wait_ready(lab: str, name: str, phase: str, proc: subprocess.Popen[bytes], 
 
 
 def _log(lab: str, name: str, phase: str) -> Path:
-    return labs_root() / lab / f"keeper-{name}-{phase}.log"
+    return lab_dir(lab) / f"keeper-{name}-{phase}.log"
 
 
 def stop(lab: str, name: str, phase: str) -> bool:
     """Tell a keeper to undo what it made; wait for it.  False if none was running."""
     status = held(lab, name, phase)
     if status is None:
-        status_path(lab, name, phase).unlink(missing_ok=True)
+        _remove_status(lab, name, phase)
         return False
-    pid = int(status["pid"])
-    os.kill(pid, signal.SIGTERM)
+    pid, started = int(status["pid"]), status["started"]
+    ours = partial(_is_keeper, pid, started, lab, name, phase)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(pid) and time.monotonic() < deadline:
+    while ours() and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    status_path(lab, name, phase).unlink(missing_ok=True)
+    if ours():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    _remove_status(lab, name, phase)
     return True
+
+
+def _remove_status(lab: str, name: str, phase: str) -> None:
+    """The keeper's status file, if it is a file (anything else there was not written by a keeper)."""
+    path = status_path(lab, name, phase)
+    if path.is_file() and not path.is_symlink():
+        path.unlink()
 
 
 def held_targets(lab: str) -> Iterator[tuple[str, str]]:
     """(target, phase) of every keeper of the lab still running, connections first."""
     for phase in reversed(PHASES):
-        for path in sorted((labs_root() / lab).glob(f"keeper-*-{phase}.json")):
+        for path in sorted((lab_dir(lab)).glob(f"keeper-*-{phase}.json")):
             name = path.name.removeprefix("keeper-").removesuffix(f"-{phase}.json")
             if held(lab, name, phase):
                 yield name, phase

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
@@ -17,6 +17,25 @@ from sanlab.models.profile import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.sizes import DurationRange
+
+
+class Duration(click.ParamType):
+    """A command-line duration (2s, 500ms, 30) checked against its range: NaN, negative or
+    out-of-range values get click's one-line usage error, never a traceback."""
+
+    name = "duration"
+
+    def __init__(self, span: DurationRange):
+        self.span = span
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return self.span.check(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def fail(exc: SanlabError) -> NoReturn:

@@ -38,6 +38,7 @@ from sanlab.emulator.qemu import (
     Vm,
     VmSpec,
     pid_alive,
+    process_argv,
     qemu_binary,
     set_netdev_link,
     socket_paths,
@@ -46,6 +47,7 @@ from sanlab.emulator.qemu import (
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.schema import Link, Scenario
 from sanlab.scenarios.semantics import link_name, rdma_driver
 from sanlab.scenarios.topology import FABRIC_HOST, Port, is_switched, ports
@@ -72,6 +74,7 @@ LAB_FILES = (
     "ssh_key*",
 )
 UNIX_PATH_MAX = 107
+STATE_BYTES = 1 << 20  # a lab's state.json: a few hosts' PIDs, sockets and addresses
 
 
 def check_lab_name(name: str) -> str:
@@ -100,6 +103,11 @@ def clear_run_dir(run_dir: Path) -> None:
                 path.unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         run_dir.rmdir()
+
+
+def lab_dir(name: str) -> Path:
+    """Lab ``name``'s run directory; a name that is not a lab name (``../x``) is refused first."""
+    return labs_root() / check_lab_name(name)
 
 
 def labs_root() -> Path:
@@ -477,13 +485,14 @@ class Lab:
 
 def read_state(name: str) -> dict[str, Any]:
     """A lab's state file, checked: a corrupt or partial one is an error that says so."""
-    check_lab_name(name)
-    path = labs_root() / name / "state.json"
-    try:
-        state = json.loads(path.read_text())
-    except OSError:
+    path = lab_dir(name) / "state.json"
+    if not path.exists() and not path.is_symlink():
         known = ", ".join(sorted(lab_names())) or "none"
-        raise SanlabError(f"no lab named {name!r} is up (labs up: {known})") from None
+        raise SanlabError(f"no lab named {name!r} is up (labs up: {known})")
+    try:
+        state = json.loads(read_bounded(path, STATE_BYTES, "lab state"))
+    except SanlabError as exc:
+        raise SanlabError(f"{exc}; 'sanlab lab down {name}' clears it") from None
     except ValueError:
         raise SanlabError(f"{path}: not valid JSON; 'sanlab lab down {name}' clears it") from None
     hosts = state.get("hosts") if isinstance(state, dict) else None
@@ -508,7 +517,7 @@ def lab_names() -> list[str]:
 def vm_alive(name: str, entry: dict[str, Any]) -> bool:
     """Whether a lab host's qemu still runs (and is ours, not a recycled PID)."""
     pid = entry.get("pid")
-    return isinstance(pid, int) and pid_alive(pid) and _is_our_qemu(pid, labs_root() / name)
+    return isinstance(pid, int) and pid_alive(pid) and _is_our_qemu(pid, lab_dir(name))
 
 
 def live_agent_path(name: str, host: str) -> Path:
@@ -600,11 +609,8 @@ def left_over(name: str) -> bool:
 
 def _is_our_qemu(pid: int, run_dir: Path) -> bool:
     """Never kill a recycled PID: the process must be a qemu using this run dir."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return False
-    return "qemu" in cmdline and str(run_dir) in cmdline
+    argv = process_argv(pid)
+    return argv is not None and "qemu" in " ".join(argv) and any(str(run_dir) in word for word in argv)
 
 
 def stop_lab(name: str) -> tuple[list[int], list[str]]:
@@ -614,8 +620,7 @@ def stop_lab(name: str) -> tuple[list[int], list[str]]:
     ``lab down`` always leaves a clean slate; only processes proven to be
     this lab's qemu are ever signalled.
     """
-    check_lab_name(name)
-    run_dir = labs_root() / name
+    run_dir = lab_dir(name)
     try:
         hosts = read_state(name)["hosts"]
     except SanlabError:
@@ -630,8 +635,11 @@ def stop_lab(name: str) -> tuple[list[int], list[str]]:
         else:
             dead.append(host)
     for sock in run_dir.glob("*.sock"):
-        sock.unlink(missing_ok=True)
-    (run_dir / "state.json").unlink(missing_ok=True)
+        if sock.is_socket():
+            sock.unlink()
+    state = run_dir / "state.json"
+    if state.is_file() and not state.is_symlink():
+        state.unlink()
     return stopped, dead
 
 

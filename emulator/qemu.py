@@ -343,3 +343,21 @@ def pid_alive(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+def process_argv(pid: int) -> list[str] | None:
+    """The command line ``pid`` runs, word by word; None if there is no such process."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [word.decode(errors="replace") for word in raw.split(b"\0")[:-1]]
+
+
+def process_start(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot: with the PID, it names one process for ever."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None

@@ -131,6 +131,8 @@ LINK_DELAY = DurationRange("link delay", 0.0, 10.0)
 # A fault's start (from the start of a point's fio run) and how long it lasts.
 FAULT_AT = DurationRange("fault time", 0.0, 600.0)
 FAULT_LENGTH = DurationRange("fault length", 0.1, 120.0)
+# How long one command in a lab's guest may run (sanlab lab exec --timeout).
+EXEC_TIMEOUT = DurationRange("timeout", 0.1, 86400.0)
 
 
 _RATE = re.compile(r"^\s*([0-9]{1,12}(?:\.[0-9]{1,9})?)\s*([kmg])?bit\s*$", re.IGNORECASE | re.ASCII)
