@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sanlab.emulator.agent import Completed
-from sanlab.emulator.ssh import SshHost
+from sanlab.emulator.ssh import SshHost, check_identity
 from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import RDMA_TRANSPORTS, link_name, target_link
@@ -120,7 +120,13 @@ class HostFacts:
 
 
 def connect(scenario: Scenario, control_dir: Path) -> dict[str, SshHost]:
-    """An ``SshHost`` per scenario host (all of them have ``ssh``), sharing one control folder."""
+    """An ``SshHost`` per scenario host (all of them have ``ssh``), sharing one control folder.
+
+    Each identity file is checked first: a missing key, or a folder, is named before any ssh runs.
+    """
+    for h in scenario.hosts:
+        if h.ssh and h.identity:
+            check_identity(h.name, h.identity)
     return {
         h.name: SshHost(h.name, h.ssh or "", h.port, h.identity, control_dir, tuple(h.ssh_options))
         for h in scenario.hosts

@@ -12,7 +12,9 @@ that would hang a run.
 
 from __future__ import annotations
 
+import os
 import shlex
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -29,6 +31,25 @@ class SshError(SanlabError):
     """A machine could not be reached over SSH (not: a command there failed)."""
 
 
+def check_identity(host: str, identity: str) -> None:
+    """A key file ssh can read: a missing one, or a folder, is named here, before any ssh runs."""
+    path = Path(identity).expanduser()
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        raise SshError(f"{host}: identity {identity}: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode) or not os.access(path, os.R_OK):
+        raise SshError(f"{host}: identity {identity}: not a readable key file (give a private key's path)")
+
+
+def _unbracketed(destination: str) -> str:
+    """``user@[::1]`` as ssh takes it on its command line: ``user@::1`` (brackets are for URLs)."""
+    user, at, host = destination.rpartition("@")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return f"{user}{at}{host}"
+
+
 class SshHost:
     """``name`` reached as ``destination`` ([USER@]HOST) with ``port`` and ``identity`` if given."""
 
@@ -43,7 +64,8 @@ class SshHost:
     ):
         if destination.startswith("-"):
             raise SshError(f"{name}: ssh destination {destination!r} would be read as an option")
-        self._name, self.destination, self.port, self.identity = name, destination, port, identity
+        self._name, self.port, self.identity = name, port, identity
+        self.destination = _unbracketed(destination)
         self.control_dir = control_dir or Path(tempfile.mkdtemp(prefix="sanlab-ssh-"))
         self.options = options
 

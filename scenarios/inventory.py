@@ -86,7 +86,12 @@ def reach(variables: dict[str, Any], name: str) -> dict[str, Any]:
 def ssh_options(args: str) -> list[str]:
     """``-o Key=Value`` pairs of an ansible_ssh_common_args string; anything else is refused
     later by the schema, named."""
-    words = shlex.split(args)
+    try:
+        words = shlex.split(args)
+    except ValueError as exc:  # an unbalanced quote
+        raise ValueError(
+            f"ansible_ssh_common_args {args[:60]!r} cannot be split into words ({exc})"
+        ) from None
     options = []
     for i, word in enumerate(words):
         if word == "-o" and i + 1 < len(words):
@@ -110,5 +115,8 @@ def apply(scenario: dict[str, Any], source: Path) -> dict[str, Any]:
         if name not in known:
             listed = ", ".join(sorted(known)) or "none"
             raise _refuse(source, f"hosts[{i}]", f"has no host {name!r} of the scenario (hosts: {listed})")
-        merged.append(dict(host) | reach(known[name], name))
+        try:
+            merged.append(dict(host) | reach(known[name], name))
+        except ValueError as exc:
+            raise _refuse(source, str(name), str(exc)) from None
     return dict(scenario) | {"hosts": merged}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -21,9 +21,12 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from sanlab.scenarios.sizes import (
     BLOCK_SIZE,
@@ -92,7 +95,11 @@ _CHAP_NAME = r"^[!$-:<>-\[\]-~]+$"
 _TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
 # Where ssh goes: [USER@]HOST, HOST a name or an address.  Never starts with
 # '-' (it would be read as an option) and holds no shell characters.
-_SSH = r"^([a-z_][a-z0-9_.-]{0,31}@)?[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$"
+# IPv6 addresses too: bare (root@::1, root@fe80::1) or in brackets (root@[::1]).
+_SSH = (
+    r"^([a-z_][a-z0-9_.-]{0,31}@)?"
+    r"([A-Za-z0-9][A-Za-z0-9.:-]{0,252}|:[0-9A-Fa-f:.]{1,44}|\[[0-9A-Fa-f:.]{2,45}\])$"
+)
 # A network interface's name as Linux allows it (IFNAMSIZ 16), or an RDMA device's.
 _IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"
 # A block device to serve: a path under /dev, nothing else.
@@ -108,7 +115,7 @@ PATTERN_HINTS = {
     _CHAP: "printable ASCII without spaces, '#', '=', '\"' or backslash",
     _CHAP_NAME: "printable ASCII without spaces, ';', '#', '=', '\"' or backslash",
     _TEXT_LINE: "one line of text",
-    _SSH: "[USER@]HOST, HOST a name or address, starting with a letter or digit",
+    _SSH: "[USER@]HOST, HOST a name or an IPv4 or IPv6 address (bare or in [brackets])",
     _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
     _DEVICE: "a block device path under /dev, such as /dev/nvme1n1",
     _FILE_PATH: "a file path on one line",
@@ -123,6 +130,35 @@ def _no_parent_steps(path: str) -> str:
     return path
 
 
+# ssh_config keywords that run a program on this machine (or load code into ssh, or pull in
+# other config that may): a scenario or inventory is data, and must never run anything here.
+LOCAL_COMMAND_OPTIONS = frozenset(
+    k.lower()
+    for k in (
+        "ProxyCommand",
+        "LocalCommand",
+        "PermitLocalCommand",
+        "KnownHostsCommand",
+        "Match",
+        "Include",
+        "PKCS11Provider",
+        "SecurityKeyProvider",
+        "ProxyUseFdpass",
+        "RemoteCommand",
+    )
+)
+
+
+def _no_local_commands(option: str) -> str:
+    key = option.split("=", 1)[0]
+    if key.lower() in LOCAL_COMMAND_OPTIONS:
+        raise ValueError(
+            f"{key} runs a command or loads code on this machine; sanlab takes no such option "
+            "from a scenario or inventory: put it in ~/.ssh/config"
+        )
+    return option
+
+
 HostName = Annotated[str, Field(pattern=_HOST_NAME)]
 Label = Annotated[str, Field(pattern=_LABEL)]
 ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
@@ -132,7 +168,7 @@ SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
 FilePath = Annotated[str, Field(pattern=_FILE_PATH)]
-SshOption = Annotated[str, Field(pattern=_SSH_OPTION)]
+SshOption = Annotated[str, Field(pattern=_SSH_OPTION), AfterValidator(_no_local_commands)]
 
 
 def _yaml_null_is_null_device(value: Any) -> Any:
@@ -145,10 +181,33 @@ def _as_list(value: Any) -> Any:
     return value if isinstance(value, list) else [value]
 
 
+def _admits_bool(annotation: Any) -> bool:
+    """Whether a field's type takes a yes/no anywhere in it (``bool``, ``bool | None``, ...)."""
+    if annotation is bool:
+        return True
+    return any(_admits_bool(arg) for arg in get_args(annotation))
+
+
+def _parses_its_own(field: FieldInfo) -> bool:
+    """A field with a parser of its own (a size, a duration) names a yes/no in its own words."""
+    return any(isinstance(m, BeforeValidator) and m.func is not _as_list for m in field.metadata)
+
+
 class Strict(BaseModel):
-    """Base for every scenario section: unknown fields are mistakes."""
+    """Base for every scenario section: unknown fields are mistakes, and so is a yes/no where a
+    number belongs (pydantic would read ``cpus: true`` as 1)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        items = value if isinstance(value, list) else [value]
+        boolean = any(isinstance(v, bool) for v in items)
+        field = cls.model_fields.get(info.field_name or "")
+        if boolean and field and not _admits_bool(field.annotation) and not _parses_its_own(field):
+            raise ValueError("is a yes/no (true/false); a number or a name belongs here")
+        return value
 
 
 class Host(Strict):
