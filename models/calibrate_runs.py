@@ -23,9 +23,10 @@ import dataclasses
 import datetime
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sanlab.models.calibrate import Fit, evaluate, fit
 from sanlab.models.metrics import mape
@@ -41,6 +42,8 @@ from sanlab.models.profile import (
 )
 from sanlab.models.published import Measured
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.schema import MAX_IODEPTH, MAX_NUMJOBS, BlockSize, Fabric, ReadWrite, Stack, Transport
 
 # Physical ranges for what the records can pin (kcycles per I/O, µs, kcycles per packet).
 STACK_RANGE = (0.2, 500.0)
@@ -48,42 +51,88 @@ ONE_WAY_RANGE = (0.2, 20.0)
 PER_PACKET_RANGE = (0.05, 20.0)
 
 
+# A run's results.json: a few thousand records at most; 64 MiB is far past any real one.
+MAX_RESULTS_BYTES = 64 << 20
+MAX_RECORDS = 100_000
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class RunCell(BaseModel):
+    """The fields of one run record that a fit reads, each checked against what a run can
+    measure: a NaN, a negative rate or a 1e300 IOPS is refused, named, never fitted."""
+
+    model_config = ConfigDict(extra="ignore", strict=False)
+
+    transport: Transport
+    fabric: Fabric
+    link_gbps: Annotated[Finite, Field(gt=0, le=800)] | None = None
+    rw: ReadWrite
+    bs: BlockSize
+    iodepth: Annotated[int, Field(ge=1, le=MAX_IODEPTH)]
+    numjobs: Annotated[int, Field(ge=1, le=MAX_NUMJOBS)]
+    iops: Annotated[Finite, Field(gt=0, le=1e9)]
+    bw_mibps: Annotated[Finite, Field(ge=0, le=1e7)] | None = None
+    lat_mean_us: Annotated[Finite, Field(gt=0, le=1e8)] | None = None
+    mtu: Annotated[int, Field(ge=576, le=9000)] | None = None
+    target_stack: Stack | None = None
+
+
 def rows_from_runs(dirs: list[Path], profile: Profile) -> list[Measured]:
     """Every record of the runs with figures and no error, as a measured cell."""
     rows: list[Measured] = []
     for folder in dirs:
         path = folder / "results.json"
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise SanlabError(f"{path}: not a sanlab run's results ({exc})") from None
-        for record in document.get("results") or []:
-            if record.get("error") or not record.get("iops") or record.get("verify") == "fail":
+        for index, record in enumerate(_records(path)):
+            if record.get("error") or record.get("iops") in (None, 0) or record.get("verify") == "fail":
                 continue
-            rows.append(_measured(record, profile))
+            rows.append(_measured(_cell(record, path, index), profile))
     if not rows:
         raise SanlabError(f"no usable records in {', '.join(str(d) for d in dirs)} (all failed or empty)")
     return rows
 
 
-def _measured(record: dict[str, Any], profile: Profile) -> Measured:
-    fabric = record["fabric"]
-    link = record.get("link_gbps") or profile.nic_for(fabric, 100.0).link_gbps[0]
+def _records(path: Path) -> list[dict[str, Any]]:
+    """The records of one results.json, read in bounded time and memory."""
+    try:
+        document = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "--runs"))
+    except ValueError as exc:
+        raise SanlabError(f"{path}: not valid JSON ({exc})") from None
+    records = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(records, list):
+        raise SanlabError(f'{path}: not a sanlab run\'s results (no "results" list)')
+    if len(records) > MAX_RECORDS:
+        raise SanlabError(f"{path}: holds {len(records):,} records; at most {MAX_RECORDS:,} are read")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise SanlabError(f"{path}: results[{index}] is not a record (an object)")
+    return records
+
+
+def _cell(record: dict[str, Any], path: Path, index: int) -> RunCell:
+    try:
+        return RunCell.model_validate(record)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        value = repr(error.get("input"))[:40]
+        raise SanlabError(f"{path}: results[{index}].{where} = {value}: {error['msg'].lower()}") from None
+
+
+def _measured(cell: RunCell, profile: Profile) -> Measured:
+    link = cell.link_gbps or profile.nic_for(cell.fabric, 100.0).link_gbps[0]
     point = Point(
-        transport=record["transport"],
-        fabric=fabric,
+        transport=cell.transport,
+        fabric=cell.fabric,
         link_gbps=float(link),
-        rw=record["rw"],
-        bs=int(record["bs"]),
-        iodepth=int(record["iodepth"]),
-        numjobs=int(record["numjobs"]),
+        rw=cell.rw,
+        bs=cell.bs,
+        iodepth=cell.iodepth,
+        numjobs=cell.numjobs,
         profile=profile.name,
-        mtu=record.get("mtu"),
-        target_stack=record.get("target_stack"),
+        mtu=cell.mtu,
+        target_stack=cell.target_stack,
     )
-    return Measured(
-        point, float(record["iops"]), float(record.get("bw_mibps") or 0), record.get("lat_mean_us"), None
-    )
+    return Measured(point, cell.iops, cell.bw_mibps or 0.0, cell.lat_mean_us, None)
 
 
 def starting_profile(base: str, name: str, rows: list[Measured]) -> dict[str, Any]:

@@ -25,6 +25,9 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 24
 MAX_EVENTS = 200_000
 MAX_EXPANDED_NODES = 200_000
+# An integer longer than this is no figure a person means (and Python refuses to parse 4,300 digits).
+MAX_NUMBER_CHARS = 40
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 def _refuse(source: str, message: str, where: str = "") -> ScenarioError:
@@ -115,6 +118,12 @@ def _check_nodes(root: yaml.Node, source: str) -> None:
                 stack += (key, value)
         elif isinstance(node, yaml.SequenceNode):
             stack += node.value
+        elif node.tag == INT_TAG and len(node.value) > MAX_NUMBER_CHARS:
+            raise _refuse(
+                source,
+                f"a number of {len(node.value):,} characters; at most {MAX_NUMBER_CHARS} here",
+                _line(node),
+            )
 
 
 def _check_duplicate_keys(node: yaml.MappingNode, source: str) -> None:

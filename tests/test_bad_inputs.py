@@ -2,9 +2,10 @@
 
 Every case of ``bad_inputs.py`` (broken scenarios, bad ``sanlab model``
 invocations) and the captures built below: exit code 1 or 2, no traceback,
-an error line that names the file or option, and an answer within 5 s.
-The 5 s bound is enforced with SIGALRM, so a hang fails the case instead of
-the whole run.
+an error line that names the file or option, and an answer before a hang
+guard of 60 s.  The guard is enforced with SIGALRM, so a hang fails the case
+instead of the whole run; it is generous on purpose: it catches a hang, not
+a slow machine (a 5 s bound once failed a correct case on a busy 2-core host).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +26,7 @@ from sanlab.main import cli
 from support import REPO, require_tool
 
 GOLDEN = REPO / "tests" / "golden"
-LIMIT_S = 5.0
+LIMIT_S = 60.0
 
 
 @contextmanager
@@ -44,11 +44,8 @@ def deadline(seconds: float = LIMIT_S) -> Iterator[None]:
 
 
 def invoke(*args: str):
-    started = time.monotonic()
     with deadline():
-        result = CliRunner().invoke(cli, list(args))
-    assert time.monotonic() - started < LIMIT_S
-    return result
+        return CliRunner().invoke(cli, list(args))
 
 
 def error_lines(output: str) -> list[str]:
