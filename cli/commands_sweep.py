@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from sanlab.models.sweep import expand, load_spec
-from sanlab.models.sweep_run import Progress, run_sweep
+from sanlab.models.sweep import EXPAND_STEP, expand, load_spec
+from sanlab.models.sweep_run import Progress, check_scheduler, describe_skips, run_sweep
 from sanlab.scenarios.errors import SanlabError
 from sanlab.validation import fail
 
@@ -47,13 +47,14 @@ def sweep(
     if len(chosen) > 1:
         raise click.UsageError(f"give one of --workers, --scheduler, --serial (got {', '.join(chosen)})")
     try:
-        grid = expand(load_spec(spec))
+        if scheduler:
+            check_scheduler(scheduler)
+        grid = expand(load_spec(spec), _expanding if not as_json else lambda done, total: None)
         if not grid.points:
-            raise SanlabError(f"{spec}: no valid point in the grid ({_skips(grid.skipped)})")
+            raise SanlabError(f"{spec}: no valid point in the grid ({describe_skips(grid.skipped)})")
         if not as_json:
-            _say(
-                f"{len(grid.points):,} points" + (f"; skipped {_skips(grid.skipped)}" if grid.skipped else "")
-            )
+            skips = f"; skipped {describe_skips(grid.skipped)}" if grid.skipped else ""
+            _say(f"{len(grid.points):,} points{skips}")
         outcome = run_sweep(grid, out, scheduler, 0 if serial else workers, None if as_json else _progress())
     except SanlabError as exc:
         fail(exc)
@@ -65,6 +66,8 @@ def sweep(
         document["pareto"] = outcome.pareto
         click.echo(json.dumps(document, indent=2))
         return
+    if len(outcome.skipped) > len(grid.skipped):
+        _say(f"skipped while projecting: {describe_skips(outcome.skipped)}")
     click.echo(
         f"{len(outcome.rows):,} points ({outcome.computed:,} computed, {outcome.reused:,} reused) "
         f"in {outcome.seconds:.1f} s; solvers: "
@@ -86,8 +89,10 @@ def _describe(row: dict[str, Any]) -> str:
     return f"{setup} {shape} {extra}: {row['iops']:,.0f} IOPS{p99} [{row['bottleneck']}, {row['solver']}]"
 
 
-def _skips(skipped: dict[str, int]) -> str:
-    return "; ".join(f"{n} x {reason}" for reason, n in skipped.items()) or "none"
+def _expanding(done: int, total: int) -> None:
+    """A word while a large grid is checked point by point, before any is solved."""
+    if total > EXPAND_STEP:
+        _say(f"checking the grid: {done:,} of {total:,} points")
 
 
 def _say(message: str) -> None:

@@ -25,10 +25,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
@@ -39,7 +40,7 @@ from sanlab.models.profile import profile_names
 from sanlab.models.project import Figures, jobs, project_point, projected_record
 from sanlab.models.simulate import Settings
 from sanlab.models.sweep_goals import Goal, parse_goal
-from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Projection, Workload
@@ -66,7 +67,17 @@ PROJECTION_KEYS = (
 WORKLOAD_KEYS = ("rw", "bs", "iodepth", "numjobs")
 KEYS = PROJECTION_KEYS + WORKLOAD_KEYS
 REQUIRED = ("transport", "rw", "bs", "iodepth", "numjobs")
-MAX_POINTS = 1_000_000
+# A sweep's grid: expanding a point checks it as 'sanlab model' would (about 50 µs), and each
+# row is kept in memory; 200,000 points take about 10 s and a few hundred MB to expand.
+MAX_POINTS = 200_000
+EXPAND_STEP = 5_000  # points between two progress reports while expanding
+REASON_CHARS = 160  # a skip reason, as counted and printed
+# What a goal or a Pareto objective may name: the numeric fields of a row.
+NUMERIC_METRICS = tuple(
+    name
+    for name, info in ResultRecord.model_fields.items()
+    if {int, float} & set(get_args(info.annotation) or (info.annotation,)) and name != "seed"
+) + ("sessions", "cores", "queues")
 # auto trusts MVA with one I/O in flight (nothing ever queues, so its answer
 # is exact), or when one station saturates while the next stays below this.
 # Anywhere between, queues form and MVA's exponential assumption drifts from
@@ -156,14 +167,18 @@ def _check_keys(spec: SweepSpec, source: str) -> None:
     problems += [
         Problem(source, "axes", f"{k!r} is required (an axis or fixed)") for k in REQUIRED if k not in given
     ]
+    numeric = f"is not a field of the results with a number (use one of {', '.join(NUMERIC_METRICS)})"
     for metric in spec.pareto:
-        if metric not in ResultRecord.model_fields and metric not in KEYS:
-            problems.append(Problem(source, f"pareto.{metric}", "is not a field of the results"))
+        if metric not in NUMERIC_METRICS:
+            problems.append(Problem(source, f"pareto.{metric}", numeric))
     for i, goal in enumerate(spec.goals):
         try:
-            parse_goal(goal)
+            metric = parse_goal(goal).metric
         except ValueError as exc:
             problems.append(Problem(source, f"goals[{i}]", str(exc)))
+            continue
+        if metric not in NUMERIC_METRICS:
+            problems.append(Problem(source, f"goals[{i}]", f"{metric!r} {numeric}"))
     if problems:
         raise ScenarioError(problems)
 
@@ -176,9 +191,10 @@ def _value_problem(key: str, value: Any) -> str | None:
     if key == "profile" and named and value not in profile_names():
         return f"{value!r} is not a profile (use {', '.join(profile_names())})"
     owner = Workload if key in WORKLOAD_KEYS else Projection
-    annotation: Any = owner.model_fields[key].annotation
+    field = owner.model_fields[key]
+    checked: Any = Annotated[field.annotation, field]  # with its bounds (gt=0, le=800), not the bare type
     try:
-        TypeAdapter(annotation).validate_python([value] if key in WORKLOAD_KEYS else value)
+        TypeAdapter(checked).validate_python([value] if key in WORKLOAD_KEYS else value)
     except ValidationError as exc:
         return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
     return None
@@ -194,17 +210,21 @@ def point_seed(key: str, base: int) -> int:
     return int.from_bytes(digest[:4], "little")
 
 
-def expand(spec: SweepSpec) -> Grid:
-    """Every valid point of the grid, and what was skipped and why."""
+def grid_size(spec: SweepSpec) -> int:
+    return math.prod(len(values) for values in spec.axes.values())
+
+
+def expand(spec: SweepSpec, progress: Callable[[int, int], None] = lambda done, total: None) -> Grid:
+    """Every valid point of the grid, and what was skipped and why (``progress`` hears as it goes)."""
     names = list(spec.axes)
-    total = 1
-    for values in spec.axes.values():
-        total *= len(values)
+    total = grid_size(spec)
     if total > MAX_POINTS:
         raise ScenarioError([Problem("sweep", "axes", f"{total:,} points; at most {MAX_POINTS:,} per sweep")])
     points: list[SweepPoint] = []
     skipped: dict[str, int] = {}
-    for combo in itertools.product(*spec.axes.values()):
+    for done, combo in enumerate(itertools.product(*spec.axes.values())):
+        if done % EXPAND_STEP == 0:
+            progress(done, total)
         coords = dict(spec.fixed) | dict(zip(names, combo, strict=True))
         reason = _invalid(coords)
         if reason:
@@ -216,11 +236,17 @@ def expand(spec: SweepSpec) -> Grid:
 
 
 def _invalid(coords: dict[str, Any]) -> str | None:
+    """Why the model cannot take these coordinates (one short reason, to count), or None."""
     try:
         to_point(coords)
     except ScenarioError as exc:
-        return exc.problems[0].message
+        return _short_reason(exc.problems[0].message)
     return None
+
+
+def _short_reason(message: str) -> str:
+    """A reason to count points by: one line, the value-independent part first, bounded."""
+    return message.splitlines()[0][:REASON_CHARS]
 
 
 def to_point(coords: dict[str, Any]) -> Point:
@@ -233,9 +259,16 @@ def to_point(coords: dict[str, Any]) -> Point:
 
 
 def solve_point(point: SweepPoint, solver: Solver, needs_p99: bool) -> dict[str, Any]:
-    """One row: the coordinates, the model's record, the solver used and the point's seed."""
+    """One row: the coordinates, the model's record, the solver used and the point's seed.
+
+    A point the profile cannot build (a link speed no NIC of it carries) is
+    a row with ``skipped`` and the reason: the sweep counts it, and goes on.
+    """
     model_point = to_point(point.coords)
-    net = build(model_point)
+    try:
+        net = build(model_point)
+    except SanlabError as exc:
+        return {"key": point.key, "skipped": _short_reason(str(exc))}
     solution = solve(net)
     if solver == "mva" or (solver == "auto" and not needs_p99 and _mva_trusted(net, solution)):
         record, used = _by_mva(model_point, net, solution, point.seed), "mva"

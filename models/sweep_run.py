@@ -14,6 +14,8 @@ import csv
 import hashlib
 import json
 import os
+import re
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ class Outcome:
     computed: int
     reused: int
     seconds: float
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> points
     files: list[str] = field(default_factory=list)
     goals_met: int = 0
     pareto: list[dict[str, Any]] = field(default_factory=list)
@@ -134,8 +137,16 @@ def run_sweep(
                 have[row["key"]] = row
             finished += len(rows)
             report(finished, len(grid.points))
-    rows = [have[p.key] for p in grid.points]  # grid order, whatever order they finished in
-    outcome = Outcome(rows, len(todo), len(grid.points) - len(todo), time.monotonic() - started)
+    rows, skipped = [], dict(grid.skipped)
+    for p in grid.points:  # grid order, whatever order they finished in
+        row = have[p.key]
+        if "skipped" in row:  # the profile could not build it: counted, as the grid's own skips are
+            skipped[row["skipped"]] = skipped.get(row["skipped"], 0) + 1
+        else:
+            rows.append(row)
+    outcome = Outcome(rows, len(todo), len(grid.points) - len(todo), time.monotonic() - started, skipped)
+    if not rows:
+        raise SanlabError(f"--out {out}: no point of the grid could be projected ({describe_skips(skipped)})")
     _write_outputs(grid, journal.folder, outcome)
     return outcome
 
@@ -161,12 +172,7 @@ def _on_dask(
 
     with contextlib.ExitStack() as stack:
         if scheduler:
-            try:
-                client = stack.enter_context(Client(scheduler, timeout="20s"))
-            except (OSError, TimeoutError) as exc:
-                raise SanlabError(
-                    f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({exc})"
-                ) from None
+            client = stack.enter_context(_connect(scheduler))
         else:
             n = workers or os.cpu_count() or 1
             cluster = stack.enter_context(
@@ -179,6 +185,55 @@ def _on_dask(
                 yield future.result()
         finally:
             client.cancel(futures)
+
+
+# How long a scheduler has to accept the connection and answer Dask's handshake.
+HANDSHAKE_S = 20.0
+SCHEMES = ("tcp", "tls")
+_ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([0-9]{1,5})$")
+
+
+def check_scheduler(address: str) -> str:
+    """``address`` if it names a Dask scheduler's endpoint (tcp:// or tls://HOST:PORT)."""
+    match = _ADDRESS.match(address)
+    if not match or not 0 < int(match.group(3)) < 65536:
+        raise SanlabError(
+            f"--scheduler {address[:80]!r}: not a scheduler address (write tcp://HOST:PORT or tls://HOST:PORT)"
+        )
+    return address
+
+
+def _connect(scheduler: str) -> Any:
+    """A Dask client of ``scheduler``, or a one-line error within the handshake deadline.
+
+    Dask's own timeout covers the TCP connect but not a listener that accepts
+    and never speaks (any other server on that port): so the client is made
+    on a thread that is waited for no longer than the deadline.
+    """
+    from dask.distributed import Client
+
+    made: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            made["client"] = Client(check_scheduler(scheduler), timeout=f"{HANDSHAKE_S:.0f}s")
+        except Exception as exc:  # noqa: BLE001 - Dask raises many kinds; each becomes one line
+            made["error"] = exc
+
+    worker = threading.Thread(target=attempt, daemon=True, name="dask-connect")
+    worker.start()
+    worker.join(HANDSHAKE_S + 5)
+    if "client" in made:
+        return made["client"]
+    why = str(made.get("error") or f"no Dask handshake within {HANDSHAKE_S:.0f} s").splitlines()[0][:160]
+    raise SanlabError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({why})")
+
+
+def describe_skips(skipped: Mapping[str, int], most: int = 4) -> str:
+    """The commonest reasons points were skipped, bounded: a line, not a page."""
+    ranked = sorted(skipped.items(), key=lambda item: -item[1])
+    text = "; ".join(f"{n:,} x {reason}" for reason, n in ranked[:most])
+    return text + (f"; and {len(ranked) - most} more reasons (summary.json)" if len(ranked) > most else "")
 
 
 COLUMNS = [
@@ -205,7 +260,7 @@ def _write_outputs(grid: Grid, folder: OutputFolder, outcome: Outcome) -> None:
         "points": len(rows),
         "computed": outcome.computed,
         "reused": outcome.reused,
-        "skipped": grid.skipped,
+        "skipped": outcome.skipped,
         "solvers": {s: sum(1 for r in rows if r["solver"] == s) for s in ("mva", "sim")},
         "goals": [str(g) for g in grid.goals],
         "goals_met": len(goals),
