@@ -353,6 +353,8 @@ def profile_path(name: str) -> Path:
 
 
 _CACHE: dict[str, Profile] = {}
+# Profiles being loaded, outermost first: a ``from:`` back to one of them is a circle.
+_LOADING: list[str] = []
 
 
 def load_profile(name_or_path: str) -> Profile:
@@ -372,12 +374,19 @@ def load_profile(name_or_path: str) -> Profile:
                 ]
             )
         path = profile_path(name_or_path)
-    own = apply_fit(read_yaml(path), path)
-    data = with_stacks(inherit(copy.deepcopy(own), str(path)), load_stacks(), sets_own_app(own))
+    key = str(path.resolve())
+    if key in _LOADING:
+        chain = " -> ".join([*(Path(k).stem for k in _LOADING[_LOADING.index(key) :]), path.stem])
+        raise ScenarioError([Problem(str(path), "from", f"profiles inherit in a circle ({chain}); break it")])
+    _LOADING.append(key)
     try:
+        own = apply_fit(read_yaml(path), path)
+        data = with_stacks(inherit(copy.deepcopy(own), str(path)), load_stacks(), sets_own_app(own))
         profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise ScenarioError(problems_from(exc, str(path), Profile)) from None
+    finally:
+        _LOADING.pop()
     _CACHE[name_or_path] = profile
     return profile
 

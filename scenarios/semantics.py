@@ -8,10 +8,11 @@ because the guest image does not ship them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 
 from sanlab.scenarios.schema import Fault, Link, Projection, Scenario, Target
-from sanlab.scenarios.sizes import format_size
+from sanlab.scenarios.sizes import format_duration, format_size
 from sanlab.scenarios.topology import (
     FABRIC_HOST,
     initiators_of,
@@ -21,6 +22,7 @@ from sanlab.scenarios.topology import (
     segments,
     switch_names,
     target_link,
+    target_paths,
 )
 
 __all__ = ["link_name", "target_link", "check_scenario", "rdma_driver"]
@@ -68,7 +70,9 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + list(_machines(scenario))
         + list(_devices(scenario))
         + list(_faults(scenario))
+        + list(_fault_timeline(scenario, links_ok=not link_problems))
         + list(_switches(scenario))
+        + list(_switch_loops(scenario))
         + list(_multipath(scenario))
         + list(_incast(scenario, links_ok=not link_problems))
     )
@@ -203,6 +207,68 @@ def _burst(i: int, fault: Fault, link: Link) -> Iterator[tuple[str, str]]:
             f"a {fault.action} burst replaces a link's own shaping; {fault.link!r} is shaped "
             "(rate, delay, loss or queue), so bursts go on unshaped links only",
         )
+
+
+def _fault_timeline(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
+    """Faults on one link or target do not overlap, and each falls inside every timed point it hits."""
+    by_place: dict[str, list[tuple[int, Fault]]] = {}
+    for i, fault in enumerate(scenario.faults):
+        by_place.setdefault(fault.link or f"target {fault.target}", []).append((i, fault))
+    for place, hits in by_place.items():
+        hits.sort(key=lambda hit: hit[1].at)
+        for (i, first), (j, second) in itertools.pairwise(hits):
+            if second.at < first.at + first.length:
+                yield (
+                    f"faults[{j}].at",
+                    f"starts at {format_duration(second.at)}, while faults[{i}] on {place} lasts until "
+                    f"{format_duration(first.at + first.length)}: faults on one link or target take turns",
+                )
+    if links_ok:
+        yield from _faults_past_the_run(scenario)
+
+
+def _faults_past_the_run(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """A timed (unverified) point ends at its runtime: a fault after that would never be seen."""
+    for t in scenario.targets:
+        places = set(target_paths(scenario, t)) | ({f"target {t.name}"} if t.name else set())
+        for i, fault in enumerate(scenario.faults):
+            if (fault.link or f"target {fault.target}") not in places:
+                continue
+            end = fault.at + fault.length
+            for k, workload in enumerate(scenario.workloads):
+                applies = not workload.transports or t.transport in workload.transports
+                if applies and workload.verify == "off" and end > workload.runtime:
+                    yield (
+                        f"faults[{i}].at",
+                        f"lasts until {format_duration(end)}, past the end of workloads[{k}]'s "
+                        f"{format_duration(workload.runtime)} run: give that workload a longer runtime",
+                    )
+
+
+def _switch_loops(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """Switches cabled in a loop flood the segment unless spanning tree runs on each of them."""
+    switches = {s.name: s for s in scenario.switches}
+    parent = {name: name for name in switches}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for i, link in enumerate(scenario.links):
+        a, b = link.endpoints[0], link.endpoints[-1]
+        if a not in switches or b not in switches:
+            continue
+        if root(a) != root(b):
+            parent[root(a)] = root(b)
+            continue
+        loop = sorted(n for n in switches if root(n) == root(a))
+        if not all(switches[n].stp for n in loop):
+            yield (
+                f"links[{i}]",
+                f"closes a loop of switches ({', '.join(loop)}) without spanning tree: "
+                "set stp: true on each of them, or remove a link",
+            )
 
 
 def faults_on(scenario: Scenario, link: str) -> list[Fault]:
@@ -583,6 +649,12 @@ def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
             link = links.get(path)
             if link is None:
                 yield f"{where}[{j}]", f"{path!r} is not a link (links: {_names(list(links))})"
+            elif target.transport in RDMA_TRANSPORTS and link.fabric not in RDMA_FABRICS:
+                yield (
+                    f"{where}[{j}]",
+                    f"{target.transport!r} needs an RDMA link, but path {path!r} is fabric {link.fabric!r} "
+                    "(use roce, iwarp or ib)",
+                )
             elif target.host not in link.endpoints or is_switched(scenario, link):
                 yield f"{where}[{j}]", f"{path!r} is not a cable from {target.host!r} to an initiator"
             else:
