@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from sanlab.dissectors import pictures
 from sanlab.dissectors.analyze import Analysis
 from sanlab.dissectors.analyze import analyze as run_analysis
 from sanlab.scenarios.errors import SanlabError
@@ -61,36 +60,61 @@ def analyze(
       sanlab analyze runs/smoke/roce.pcap --json
     """
     try:
-        for picture in (p for p in (ladder, latency) if p is not None):
-            writable_dir(picture.parent, "--ladder" if picture == ladder else "--latency")
-        result = run_analysis(pcap, decode_as)
+        for picture, option in ((ladder, "--ladder"), (latency, "--latency")):
+            if picture is not None:
+                _writable_picture(picture, option)
+        result = run_analysis(pcap, decode_as, labels=ladder is not None)
         if ladder is not None:
             _draw_ladder(result, io_index, ladder)
         if latency is not None:
+            from sanlab.dissectors import pictures  # Matplotlib: only when a picture is asked for
+
             pictures.latency_chart(
                 result.ios, latency, f"{pcap.name}: {result.transport} over {result.fabric}"
             )
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # a picture that could not be written (a full disk, say)
+        raise click.ClickException(
+            f"{exc.filename or 'a picture'}: cannot write it ({exc.strerror})"
+        ) from None
     if as_json:
         click.echo(json.dumps(result.document(), indent=2))
         return
+    several = len(result.transports) > 1
+    carried = " and ".join(result.transports) if several else result.transport
     click.echo(
-        f"{pcap}: {result.transport} over {result.fabric}, up to {result.max_in_flight} I/Os in flight; "
+        f"{pcap}: {carried} over {result.fabric}, up to {result.max_in_flight} I/Os in flight; "
         f"{result.frames:,} frames, {result.bytes:,} bytes"
     )
+    if result.duplicates:
+        click.echo(
+            f"warning: {result.duplicates:,} frames are exact copies of earlier ones (a capture merged "
+            "with itself, or mirrored twice?) and were left out",
+            err=True,
+        )
+    who = f"{'transport':<10} " if several else ""
     click.echo(
-        f"{'op':<6} {'bytes':>6} {'count':>6} {'frames':>7} {'wire B':>8} {'acks':>5} "
+        f"{who}{'op':<6} {'bytes':>6} {'count':>6} {'frames':>7} {'wire B':>8} {'acks':>5} "
         f"{'RTs':>4} {'lat us':>8} {'p99 us':>8}"
     )
     for g in result.groups:
+        who = f"{g.transport:<10} " if several else ""
         click.echo(
-            f"{g.op:<6} {format_size(g.bytes):>6} {g.count:>6} {g.frames_per_io:>7.2f} "
+            f"{who}{g.op:<6} {format_size(g.bytes):>6} {g.count:>6} {g.frames_per_io:>7.2f} "
             f"{g.wire_bytes_per_io:>8.0f} {g.ack_frames_per_io:>5.2f} {g.round_trips_per_io:>4.1f} "
             f"{g.lat_mean_us:>8.0f} {g.lat_p99_us:>8.0f}"
         )
     if result.others:
         click.echo("other traffic: " + ", ".join(f"{t.name} {t.frames} frames" for t in result.others))
+
+
+def _writable_picture(path: Path, option: str) -> None:
+    """A picture goes to a new file or replaces a regular one: never a device, FIFO or folder."""
+    writable_dir(path.parent, option)
+    for each in (path, path.with_suffix(".png")):
+        if each.exists() and not each.is_file():
+            raise SanlabError(f"{option} {each}: exists and is not a regular file; give a file's name")
 
 
 def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:
@@ -100,6 +124,8 @@ def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:
         raise SanlabError(
             f"--io {index}: the capture has {len(result.ios)} I/Os (0 to {len(result.ios) - 1})"
         )
+    from sanlab.dissectors import pictures  # Matplotlib: only when a picture is asked for
+
     io = result.ios[index]
     png = svg.with_suffix(".png")
     drawn = pictures.ladder(io, svg, png)

@@ -224,8 +224,9 @@ def _check_projectable(scenario: Scenario) -> None:
 
 
 def _progress_bar() -> Callable[[int, int], None] | None:
+    """A bar on a terminal; elsewhere (a log, CI) a line at each tenth of a long projection."""
     if not sys.stderr.isatty():
-        return None
+        return _progress_lines
     state: dict[str, Any] = {}
 
     def update(done: int, total: int) -> None:
@@ -239,6 +240,16 @@ def _progress_bar() -> Callable[[int, int], None] | None:
             bar.__exit__(None, None, None)
 
     return update
+
+
+def _progress_lines(done: int, total: int) -> None:
+    if total < PROGRESS_LINES_FROM:
+        return
+    if done == 1 or done == total or done * 10 // total != (done - 1) * 10 // total:
+        click.echo(f"projecting: {done:,} of {total:,} points", err=True)
+
+
+PROGRESS_LINES_FROM = 20  # fewer points take a few seconds: no need to say how far it is
 
 
 @click.command()

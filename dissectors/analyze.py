@@ -14,6 +14,7 @@ the report's totals add up to the capture.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +29,7 @@ __all__ = ["Analysis", "Frame", "Group", "Io", "analyze", "summarise"]
 
 @dataclass(frozen=True)
 class Group:
+    transport: str
     op: str
     bytes: int
     count: int
@@ -58,11 +60,17 @@ class Analysis:
     bytes: int
     max_in_flight: int  # the most I/Os outstanding on the wire at once
     ios: list[Io] = field(default_factory=list)
+    # Every storage transport the capture carries (the groups say which is whose), and the
+    # frames left out as exact duplicates of earlier ones.
+    transports: list[str] = field(default_factory=list)
+    duplicates: int = 0
 
     def document(self) -> dict[str, object]:
         return {
             "transport": self.transport,
+            "transports": self.transports,
             "fabric": self.fabric,
+            "duplicate_frames": self.duplicates,
             "max_in_flight": self.max_in_flight,
             "groups": [g.__dict__ for g in self.groups],
             "others": [t.__dict__ for t in self.others],
@@ -70,17 +78,19 @@ class Analysis:
         }
 
 
-def summarise(ios: list[Io]) -> list[Group]:
-    groups: dict[tuple[str, int], list[Io]] = {}
+def summarise(ios: list[Io], transport_of: Callable[[Io], str] = lambda io: "") -> list[Group]:
+    """I/Os grouped by transport, operation and size, with their wire recipe per I/O."""
+    groups: dict[tuple[str, str, int], list[Io]] = {}
     for io in ios:
-        groups.setdefault((io.op, io.nbytes), []).append(io)
+        groups.setdefault((transport_of(io), io.op, io.nbytes), []).append(io)
     out = []
-    for (op, nbytes), members in sorted(groups.items()):
+    for (transport, op, nbytes), members in sorted(groups.items()):
         lats = sorted(io.latency_us for io in members)
         p99 = lats[min(len(lats) - 1, int(round(0.99 * (len(lats) - 1))))]
         n = len(members)
         out.append(
             Group(
+                transport=transport,
                 op=op,
                 bytes=nbytes,
                 count=n,
@@ -141,11 +151,28 @@ def _tcp_kinds(frames: list[Frame], decode_as: tuple[str, ...]) -> dict[int, str
 TRANSPORT_ORDER = ("srp", "iser", "nvme-rdma", "nvme-tcp", "iscsi")
 
 
-def analyze(pcap: Path, decode_as: tuple[str, ...] = ()) -> Analysis:
-    frames, seen = read_frames(pcap, decode_as)
+def _transport_of(kinds: dict[int, str]) -> Callable[[Io], str]:
+    """An I/O's transport, from its own frames: the RDMA protocol decoded, or its TCP stream's."""
+
+    def of(io: Io) -> str:
+        for frame in io.frames:
+            if frame.transport:
+                return frame.transport
+            if frame.stream in kinds:
+                return kinds[frame.stream]
+        return ""
+
+    return of
+
+
+def analyze(pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False) -> Analysis:
+    """The capture's I/Os and other traffic; ``labels`` keeps each frame's Wireshark summary
+    (for a ladder diagram: it is most of a frame's memory)."""
+    frames, seen, duplicates = read_frames(pcap, decode_as, labels)
     kinds = _tcp_kinds(frames, decode_as)
     seen |= set(kinds.values())
-    transport = next((t for t in TRANSPORT_ORDER if t in seen), None)
+    transports = [t for t in TRANSPORT_ORDER if t in seen]
+    transport = transports[0] if transports else None
     if transport is None:
         ports = ", ".join(str(p) for p in (*ISCSI_TCP_PORTS, NVME_PORT))
         raise SanlabError(
@@ -163,10 +190,12 @@ def analyze(pcap: Path, decode_as: tuple[str, ...] = ()) -> Analysis:
     return Analysis(
         transport,
         fabric,
-        summarise(ios),
+        summarise(ios, _transport_of(kinds)),
         _tally(frames, result.owners),
         len(frames),
         sum(f.length for f in frames),
         _max_in_flight(ios),
         ios,
+        transports,
+        duplicates,
     )

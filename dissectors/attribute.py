@@ -25,8 +25,8 @@ from pathlib import Path
 
 from sanlab.dissectors import frames as fr
 from sanlab.dissectors.frames import Command, Fpdu, Frame, Response, Unit
-from sanlab.dissectors.framing import IscsiDigests, NvmeQueue, Pdu, iscsi_pdus, nvme_tcp_pdus
-from sanlab.dissectors.rawframes import tcp_payloads
+from sanlab.dissectors.framing import IscsiDigests, IscsiFramer, NvmeQueue, NvmeTcpFramer, Pdu, Window
+from sanlab.dissectors.rawframes import each_tcp_payload
 from sanlab.dissectors.tcpstreams import Connection, Direction, connections
 
 
@@ -245,35 +245,78 @@ class PduEvent:
     direction: Direction
 
 
-def _pdu_events(pcap: Path, tcp: dict[int, Connection], kinds: dict[int, str]) -> list[PduEvent]:
-    wanted = {
-        f.number
-        for c in tcp.values()
-        if kinds.get(c.stream)
-        for d in c.directions.values()
-        for _, _, f in d.segments
-    }
-    payloads = tcp_payloads(pcap, wanted) if wanted else {}
-    events: list[PduEvent] = []
+class _DirectionFramer:
+    """One direction of a storage connection, framed into PDUs as its segments arrive.
+
+    Segments come in capture order; each is placed at its stream offset (a
+    retransmitted stretch adds nothing, one ahead of a gap waits), and the
+    bytes are let go of as soon as the PDUs they belong to are framed.  Like
+    a reassembled stream, framing stops at the first byte never captured.
+    """
+
+    def __init__(self, conn: Connection, direction: Direction, framer: IscsiFramer | NvmeTcpFramer):
+        self.conn, self.direction, self.framer = conn, direction, framer
+        self.window = Window()
+        self.ahead: dict[int, bytes] = {}  # offset -> bytes beyond a gap, waiting for it to fill
+
+    def feed(self, offset: int, data: bytes) -> list[Pdu]:
+        if not data:
+            return []
+        self.ahead[offset] = max(data, self.ahead.get(offset, b""), key=len)
+        self._take_contiguous()
+        pdus = self.framer.pdus(self.window)
+        self.window.release(self.framer.at)
+        return pdus
+
+    def _take_contiguous(self) -> None:
+        end = len(self.window)
+        while True:
+            reachable = [o for o in self.ahead if o <= end]
+            if not reachable:
+                return
+            for offset in reachable:
+                data = self.ahead.pop(offset)
+                if offset + len(data) > end:
+                    self.window.append(data[end - offset :])
+                    end = len(self.window)
+
+
+Placed = list[tuple["_DirectionFramer", int, int]]  # a frame's storage bytes: framer, offset, length
+
+
+def _framers(tcp: dict[int, Connection], kinds: dict[int, str]) -> dict[int, Placed]:
+    """For each frame that carries storage bytes: the framer of its direction, and where its bytes go."""
+    by_frame: dict[int, Placed] = {}
     for conn in tcp.values():
         kind = kinds.get(conn.stream)
         if not kind:
             continue
-        # The server's direction first: iSCSI digests are agreed in its login responses.
-        ordered = sorted(conn.directions.values(), key=lambda d: d.src[1] != conn.server_port)
-        streams = {id(d): d.assemble(payloads) for d in ordered}
-        digests, queue = IscsiDigests(), NvmeQueue()
-        digests.discovery = any(b"SessionType=Discovery" in s for s in streams.values())
-        for direction in ordered:
-            stream = streams[id(direction)]
-            pdus = iscsi_pdus(stream, digests) if kind == "iscsi" else nvme_tcp_pdus(stream, queue)
-            for pdu in pdus:
+        shared: IscsiDigests | NvmeQueue = IscsiDigests() if kind == "iscsi" else NvmeQueue()
+        for direction in conn.directions.values():
+            framer = IscsiFramer(shared) if isinstance(shared, IscsiDigests) else NvmeTcpFramer(shared)
+            each = _DirectionFramer(conn, direction, framer)
+            for offset, length, frame in direction.segments:
+                by_frame.setdefault(frame.number, []).append((each, offset, length))
+    return by_frame
+
+
+def _pdu_events(pcap: Path, tcp: dict[int, Connection], kinds: dict[int, str]) -> list[PduEvent]:
+    """Every iSCSI and NVMe/TCP PDU of the capture, placed at the frame that carried its first byte.
+
+    The capture's TCP payloads are read once, in order, and framed as they
+    come (one Window a direction), so memory does not grow with the capture.
+    """
+    by_frame = _framers(tcp, kinds)
+    events: list[PduEvent] = []
+    for number, payload in each_tcp_payload(pcap, set(by_frame)) if by_frame else ():
+        for framer, offset, length in by_frame[number]:
+            direction = framer.direction
+            for pdu in framer.feed(offset, payload[:length]):
                 first, last = direction.covering(pdu.start), direction.covering(pdu.end - 1)
                 if first and last:
+                    stream = ("tcp", framer.conn.stream)
                     events.append(
-                        PduEvent(
-                            first[0][2].number, ("tcp", conn.stream), pdu, first[0][2], last[0][2], direction
-                        )
+                        PduEvent(first[0][2].number, stream, pdu, first[0][2], last[0][2], direction)
                     )
     return sorted(events, key=lambda e: (e.frame, e.pdu.start))
 

@@ -14,6 +14,8 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,22 @@ from sanlab.scenarios.errors import SanlabError, ToolMissing
 from sanlab.scenarios.headers import ICRC, NVME_CQE, NVME_SQE, ROCE_PAYLOAD_OFFSET
 from sanlab.scenarios.ports import ISCSI_PORT, ISCSI_TCP_PORTS
 
+# A frame seen twice in one capture (a capture merged with itself, a port mirrored twice) has
+# the same time, length, addresses, IP id and transport sequence as its first copy.
+DUPLICATE_KEY = (
+    "frame.time_epoch",
+    "frame.len",
+    "ip.src",
+    "ip.dst",
+    "ip.id",
+    "tcp.srcport",
+    "tcp.dstport",
+    "tcp.seq_raw",
+    "tcp.ack_raw",
+    "infiniband.bth.destqp",
+    "infiniband.bth.psn",
+)
+INFO = "_ws.col.Info"
 FIELDS = (
     "frame.number",
     "frame.time_epoch",
@@ -31,6 +49,7 @@ FIELDS = (
     "frame.cap_len",
     "ip.src",
     "ip.dst",
+    "ip.id",
     "tcp.stream",
     "tcp.srcport",
     "tcp.dstport",
@@ -167,7 +186,7 @@ class Fpdu:
 Unit = Command | Response | str
 
 
-@dataclass
+@dataclass(slots=True)
 class Frame:
     number: int
     time: float
@@ -205,6 +224,7 @@ class Frame:
     responses: list[str] = field(default_factory=list)  # tags
     units: list[Unit] = field(default_factory=list)  # commands, responses and others, in order
     category: str = ""  # a non-I/O PDU recognised in the frame (login…)
+    transport: str = ""  # the RDMA storage protocol decoded in it (srp, iser, nvme-rdma), if any
 
     @property
     def roce(self) -> bool:
@@ -250,11 +270,17 @@ def _tshark_error(stderr: str) -> str:
     return " ".join(lines)[-400:] or "no reason given"
 
 
-def tshark_rows(pcap: Path, decode_as: tuple[str, ...]) -> list[dict[str, str]]:
+def fields_for(labels: bool) -> tuple[str, ...]:
+    """The fields to ask tshark for: Wireshark's Info column only when frames need labels
+    (a ladder diagram), since it is long text for every frame and slows tshark too."""
+    return FIELDS if labels else tuple(f for f in FIELDS if f != INFO)
+
+
+def tshark_argv(pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS) -> list[str]:
+    """tshark's command line for the fields the analyser reads, one frame a line."""
     tshark = shutil.which("tshark")
     if tshark is None:
         raise ToolMissing("tshark", "install it with: apt-get install tshark")
-    check_file(pcap)
     for rule in decode_as:
         if not DECODE_AS.match(rule):
             raise SanlabError(
@@ -264,49 +290,97 @@ def tshark_rows(pcap: Path, decode_as: tuple[str, ...]) -> list[dict[str, str]]:
     args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
     for rule in (*_sanlab_ports(), *decode_as):
         args += ["-d", rule]
-    for name in FIELDS:
+    for name in fields:
         args += ["-e", name]
-    run = subprocess.run(args, capture_output=True, text=True, timeout=600)
-    if run.returncode != 0:
-        raise SanlabError(f"{pcap}: tshark could not read it: {_tshark_error(run.stderr)}")
-    rows = [
-        dict(zip(FIELDS, (line.split("\t") + [""] * len(FIELDS))[: len(FIELDS)], strict=True))
-        for line in run.stdout.splitlines()
-    ]
-    _check_rows(pcap, rows)
-    return rows
+    return args
 
 
-def _check_rows(pcap: Path, rows: list[dict[str, str]]) -> None:
-    """Refuse what would be misread: no IP frames at all, or frames cut short by a snaplen."""
-    if not rows:
-        raise SanlabError(f"{pcap}: holds no frames")
-    if not any(row["ip.src"] for row in rows):
-        raise SanlabError(
-            f"{pcap}: none of its {len(rows)} frames is IPv4; the analyser reads Ethernet "
-            "(or raw IP) captures of iSCSI, iSER, SRP and NVMe-oF"
-        )
-    cut = [row for row in rows if row["frame.cap_len"] and row["frame.cap_len"] != row["frame.len"]]
-    if cut:
-        raise SanlabError(
-            f"{pcap}: {len(cut)} of {len(rows)} frames were cut short when captured "
-            f"(snaplen {max(int(r['frame.cap_len']) for r in cut)} bytes); the analyser needs whole "
-            "frames: capture again without a snaplen"
-        )
+def tshark_rows(
+    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS
+) -> Iterator[dict[str, str]]:
+    """tshark's rows, one frame at a time as tshark writes them: never the whole output at once.
+
+    A 200 MB capture makes some 400 MB of text; holding it, and a dict per
+    frame, took five times the capture's size.  Streaming keeps one row.
+    """
+    argv = tshark_argv(pcap, decode_as, fields)
+    check_file(pcap)
+    padding = [""] * len(fields)
+    with tempfile.TemporaryFile() as errors:
+        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True)
+        try:
+            assert child.stdout is not None
+            for line in child.stdout:
+                values = line.rstrip("\n").split("\t") + padding
+                yield dict(zip(fields, values[: len(fields)], strict=True))
+            if child.wait(timeout=600) != 0:
+                errors.seek(0)
+                text = errors.read(64 << 10).decode(errors="replace")
+                raise SanlabError(f"{pcap}: tshark could not read it: {_tshark_error(text)}")
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
 
 
-def read_frames(pcap: Path, decode_as: tuple[str, ...] = ()) -> tuple[list[Frame], set[str]]:
-    """Every frame of the capture, and the transports and fabrics seen in it."""
+@dataclass
+class _RowCheck:
+    """What would be misread, seen row by row: no IP frames at all, frames cut by a snaplen."""
+
+    rows: int = 0
+    ip: bool = False
+    cut: int = 0
+    snaplen: int = 0
+
+    def see(self, row: dict[str, str]) -> None:
+        self.rows += 1
+        self.ip = self.ip or bool(row["ip.src"])
+        if row["frame.cap_len"] and row["frame.cap_len"] != row["frame.len"]:
+            self.cut += 1
+            self.snaplen = max(self.snaplen, int(row["frame.cap_len"]))
+
+    def verdict(self, pcap: Path) -> None:
+        if not self.rows:
+            raise SanlabError(f"{pcap}: holds no frames")
+        if not self.ip:
+            raise SanlabError(
+                f"{pcap}: none of its {self.rows} frames is IPv4; the analyser reads Ethernet "
+                "(or raw IP) captures of iSCSI, iSER, SRP and NVMe-oF"
+            )
+        if self.cut:
+            raise SanlabError(
+                f"{pcap}: {self.cut} of {self.rows} frames were cut short when captured "
+                f"(snaplen {self.snaplen} bytes); the analyser needs whole frames: "
+                "capture again without a snaplen"
+            )
+
+
+def read_frames(
+    pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False
+) -> tuple[list[Frame], set[str], int]:
+    """Every frame of the capture, the transports and fabrics seen in it, and how many frames
+    were exact duplicates of an earlier one (left out: a capture merged with itself, say).
+    With ``labels`` each frame keeps what Wireshark's packet list says of it."""
     frames: list[Frame] = []
     seen: set[str] = set()
-    for row in tshark_rows(pcap, decode_as):
+    check = _RowCheck()
+    fingerprints: set[int] = set()  # hashes, not the tuples: a few bytes a frame
+    duplicates = 0
+    for row in tshark_rows(pcap, decode_as, fields_for(labels)):
+        check.see(row)
+        fingerprint = hash(tuple(row[name] for name in DUPLICATE_KEY))
+        if fingerprint in fingerprints:
+            duplicates += 1
+            continue
+        fingerprints.add(fingerprint)
         frames.append(_frame(row, seen))
+    check.verdict(pcap)
     if "nvme-rdma" in seen and "roce" in seen:
         _inline_capsules(pcap, frames)
     times = {f.number: f.time for f in frames}
     for frame in frames:
         frame.start = min((times.get(n, frame.time) for n in frame.segments), default=frame.time)
-    return frames, seen
+    return frames, seen, duplicates
 
 
 def _frame(row: dict[str, str], seen: set[str]) -> Frame:
@@ -317,7 +391,7 @@ def _frame(row: dict[str, str], seen: set[str]) -> Frame:
         src=row["ip.src"],
         dst=row["ip.dst"],
         protocol=row["_ws.col.Protocol"],
-        label=f"{row['_ws.col.Protocol']}: {row['_ws.col.Info']}".strip(": "),
+        label=f"{row['_ws.col.Protocol']}: {row.get(INFO, '')}".strip(": "),
     )
     if row["tcp.stream"]:
         _tcp(row, frame)
@@ -414,6 +488,7 @@ def _srp(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     if not ops:
         return
     seen.add("srp")
+    frame.transport = "srp"
     tags = _split(row["srp_rdma.tag"])
     for op, tag in zip(ops, tags, strict=False):
         code = _int(op)
@@ -486,6 +561,7 @@ def _iser(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
             seen.add("iscsi")
         return
     seen.add("iser")
+    frame.transport = "iser"
     lba, blocks = _first_of(row, fields.lba, -1), _first_of(row, fields.blocks, 0)
     keys = _keys(*(_split(row[name]) for name in fields.stags))
     scsi, edtl = _split(row[fields.scsi_opcode]), _split(row[fields.edtl])
@@ -508,6 +584,7 @@ def _nvme_rdma(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
         frame.category = "connection"
     if row["sanlab_nvmeof.kind"]:
         seen.add("nvme-rdma")
+        frame.transport = "nvme-rdma"
         prefix = "sanlab_nvmeof."
         kinds, cids = _split(row["sanlab_nvmeof.kind"]), _split(row["sanlab_nvmeof.cid"])
         for kind, cid in zip(kinds, cids, strict=False):
@@ -532,6 +609,7 @@ def _nvme_rdma(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
     ops, cids = _split(row["nvme.cmd.opc"]), _split(row["nvme.cmd.cid"])
     if ops or row["nvme.cqe.cid"]:
         seen.add("nvme-rdma")
+        frame.transport = "nvme-rdma"
     if ops:
         frame.commands.append(
             nvme_command(
@@ -589,11 +667,13 @@ def _inline_capsules(pcap: Path, frames: list[Frame]) -> None:
         if number in completions:
             cqe = raw[ROCE_PAYLOAD_OFFSET : ROCE_PAYLOAD_OFFSET + NVME_CQE]
             completions[number].responses.append(str(int.from_bytes(cqe[12:14], "little")))
+            completions[number].transport = "nvme-rdma"
             continue
         sqe = raw[ROCE_PAYLOAD_OFFSET : ROCE_PAYLOAD_OFFSET + NVME_SQE]
         if len(sqe) < NVME_SQE:
             continue
         keyed = sqe[39] >> 4 == 4
+        commands[number].transport = "nvme-rdma"
         commands[number].commands.append(
             nvme_command(
                 int.from_bytes(sqe[2:4], "little"),

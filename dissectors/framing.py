@@ -107,26 +107,70 @@ class IscsiDigests:
                 self.discovery = True
 
 
+class Window:
+    """A stretch of one direction's byte stream, indexed by stream offset.
+
+    Bytes arrive in capture order and leave once the PDUs they belong to are
+    framed, so a direction holds at most the PDU being framed, never the whole
+    stream: a 200 MB capture is framed in a few MB.
+    """
+
+    def __init__(self) -> None:
+        self.base = 0  # the stream offset of the first byte held
+        self.held = bytearray()
+
+    def __len__(self) -> int:
+        return self.base + len(self.held)
+
+    def __getitem__(self, span: slice) -> bytes:
+        start = self.base if span.start is None else span.start
+        if start < self.base:
+            raise IndexError(f"bytes before offset {self.base} were framed and let go")
+        stop = len(self) if span.stop is None else span.stop
+        return bytes(self.held[start - self.base : stop - self.base])
+
+    def append(self, data: bytes) -> None:
+        self.held += data
+
+    def release(self, before: int) -> None:
+        """Let go of the bytes before ``before`` (framed already)."""
+        if before > self.base:
+            del self.held[: before - self.base]
+            self.base = before
+
+
+class IscsiFramer:
+    """Splits one direction of an iSCSI connection into PDUs, as its bytes arrive."""
+
+    def __init__(self, digests: IscsiDigests):
+        self.digests, self.at, self.logged_in = digests, 0, False
+
+    def pdus(self, stream: bytes | Window) -> list[Pdu]:
+        """The PDUs complete in ``stream`` from where the last call stopped (not a cut-off one)."""
+        pdus, at, digests = [], self.at, self.digests
+        while at + ISCSI_BHS <= len(stream):
+            bhs = stream[at : at + ISCSI_BHS]
+            opcode, flags = bhs[0] & 0x3F, bhs[1]
+            data_len = int.from_bytes(bhs[5:8], "big")
+            header = ISCSI_BHS + bhs[4] * 4 + (DIGEST if self.logged_in and digests.header else 0)
+            data = _pad4(data_len) + (DIGEST if self.logged_in and digests.data and data_len else 0)
+            end = at + header + data
+            if end > len(stream):
+                break
+            if opcode in (ISCSI_LOGIN, ISCSI_LOGIN_RSP, ISCSI_TEXT):
+                digests.learn(stream[at + header : at + header + data_len])
+                self.logged_in = self.logged_in or (
+                    opcode != ISCSI_TEXT and bool(flags & 0x80) and flags & 0x03 == FINAL_STAGE
+                )
+            pdus.append(_iscsi_pdu(at, end, bhs, digests))
+            at = end
+        self.at = at
+        return pdus
+
+
 def iscsi_pdus(stream: bytes, digests: IscsiDigests) -> list[Pdu]:
     """Split one direction of an iSCSI connection into PDUs (stops at a cut-off PDU)."""
-    pdus, at, logged_in = [], 0, False
-    while at + ISCSI_BHS <= len(stream):
-        bhs = stream[at : at + ISCSI_BHS]
-        opcode, flags = bhs[0] & 0x3F, bhs[1]
-        data_len = int.from_bytes(bhs[5:8], "big")
-        header = ISCSI_BHS + bhs[4] * 4 + (DIGEST if logged_in and digests.header else 0)
-        data = _pad4(data_len) + (DIGEST if logged_in and digests.data and data_len else 0)
-        end = at + header + data
-        if end > len(stream):
-            break
-        if opcode in (ISCSI_LOGIN, ISCSI_LOGIN_RSP, ISCSI_TEXT):
-            digests.learn(stream[at + header : at + header + data_len])
-            logged_in = logged_in or (
-                opcode != ISCSI_TEXT and bool(flags & 0x80) and flags & 0x03 == FINAL_STAGE
-            )
-        pdus.append(_iscsi_pdu(at, end, bhs, digests))
-        at = end
-    return pdus
+    return IscsiFramer(digests).pdus(stream)
 
 
 def _iscsi_pdu(start: int, end: int, bhs: bytes, digests: IscsiDigests) -> Pdu:
@@ -156,16 +200,27 @@ class NvmeQueue:
     discovery: bool = False
 
 
+class NvmeTcpFramer:
+    """Splits one direction of an NVMe/TCP connection into PDUs by their PLEN, as bytes arrive."""
+
+    def __init__(self, queue: NvmeQueue):
+        self.queue, self.at = queue, 0
+
+    def pdus(self, stream: bytes | Window) -> list[Pdu]:
+        pdus, at = [], self.at
+        while at + NVME_TCP_CH <= len(stream):
+            plen = int.from_bytes(stream[at + 4 : at + 8], "little")
+            if plen < NVME_TCP_CH or at + plen > len(stream):
+                break
+            pdus.append(_nvme_pdu(at, stream[at : at + plen], self.queue))
+            at += plen
+        self.at = at
+        return pdus
+
+
 def nvme_tcp_pdus(stream: bytes, queue: NvmeQueue) -> list[Pdu]:
     """Split one direction of an NVMe/TCP connection into PDUs by their PLEN."""
-    pdus, at = [], 0
-    while at + NVME_TCP_CH <= len(stream):
-        plen = int.from_bytes(stream[at + 4 : at + 8], "little")
-        if plen < NVME_TCP_CH or at + plen > len(stream):
-            break
-        pdus.append(_nvme_pdu(at, stream[at : at + plen], queue))
-        at += plen
-    return pdus
+    return NvmeTcpFramer(queue).pdus(stream)
 
 
 def _nvme_pdu(start: int, pdu: bytes, queue: NvmeQueue) -> Pdu:

@@ -54,18 +54,6 @@ class Direction:
         last = bisect.bisect_left(self._starts, end)
         return [s for s in self.segments[first:last] if s[0] + s[1] > start]
 
-    def assemble(self, payloads: dict[int, bytes]) -> bytes:
-        """The stream's bytes up to its first gap (a byte never captured)."""
-        stream = bytearray()
-        for offset, length, frame in self.segments:
-            data = payloads.get(frame.number, b"")[:length]
-            if offset > len(stream) or not data:
-                if offset > len(stream):
-                    break
-                continue
-            stream[offset : offset + len(data)] = data
-        return bytes(stream)
-
 
 @dataclass
 class Connection:
