@@ -245,7 +245,9 @@ def _first(row: dict[str, str], name: str, default: int = -1) -> int:
 
 
 # Captures the analyser reads: its keys are IP addresses, so it needs IP frames.
-DECODE_AS = re.compile(r"^(tcp|udp)\.port==[0-9]{1,5},[a-z0-9_.-]{1,32}$")
+# What sanlab frames over TCP (analyze.py's TCP kinds), on a port that exists.
+_PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
+DECODE_AS = re.compile(rf"^tcp\.port=={_PORT},(iscsi|nvme-tcp)$")
 
 
 def _sanlab_ports() -> list[str]:
@@ -284,7 +286,8 @@ def tshark_argv(pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] 
     for rule in decode_as:
         if not DECODE_AS.match(rule):
             raise SanlabError(
-                f"--decode-as {rule!r}: use tcp.port==PORT,PROTOCOL (e.g. tcp.port==3262,iscsi)"
+                f"--decode-as {rule[:60]!r}: use tcp.port==PORT,iscsi or tcp.port==PORT,nvme-tcp "
+                "(PORT 1-65535, e.g. tcp.port==3262,iscsi)"
             )
     args = [tshark, *tshark_args(), "-r", str(pcap), "-T", "fields"]
     args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]

@@ -106,7 +106,7 @@ _IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"
 _DEVICE = r"^/dev/[A-Za-z0-9_][A-Za-z0-9/_.:-]{0,120}$"
 _FILE_PATH = r"^[^\x00-\x1f\x7f]{1,250}$"
 # One ssh -o option, Key=Value (ssh_config's keywords are letters only).
-_SSH_OPTION = r"^[A-Za-z]{1,40}=[^\x00-\x1f\x7f]{0,250}$"
+_SSH_OPTION = r"^[A-Za-z][A-Za-z0-9]{0,39}=[^\x00-\x1f\x7f]{0,250}$"
 # What each pattern means, for error messages.
 PATTERN_HINTS = {
     _HOST_NAME: "lower-case letters, digits and '-', starting with a letter, at most 31",

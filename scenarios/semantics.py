@@ -461,6 +461,21 @@ def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
             )
 
 
+def _digests_only_on_tcp(
+    where: str, projection: Projection, transports: set[str]
+) -> Iterator[tuple[str, str]]:
+    """Header and data digests are iSCSI's and NVMe/TCP's: RDMA transports have none to cost."""
+    for option in ("header_digest", "data_digest"):
+        if getattr(projection, option):
+            without = sorted(t for t in transports if t not in DIGEST_TRANSPORTS)
+            if without:
+                yield (
+                    f"{where}.{option}",
+                    f"{without[0]} has no {option.replace('_', ' ')} "
+                    f"(digests are {' and '.join(DIGEST_TRANSPORTS)}'s; RDMA checks its own frames)",
+                )
+
+
 def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
     declared = {t.transport for t in scenario.targets}
     for i, workload in enumerate(scenario.workloads):
@@ -498,6 +513,7 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if transport == "srp" and projection.fabric == "iwarp":
             yield f"{where}.fabric", "SRP runs over InfiniBand and RoCE, not iWARP (use ib or roce)"
         yield from _nvme_only(where, projection, {transport} if transport else declared)
+        yield from _digests_only_on_tcp(where, projection, {transport} if transport else declared)
     for i, workload in enumerate(scenario.workloads):
         for j, transport in enumerate(workload.transports or []):
             possible = declared | {p.transport for p in scenario.projections if p.transport}

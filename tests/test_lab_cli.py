@@ -58,6 +58,7 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
         assert ran.returncode == 0 and ran.stdout.strip() == "initiator"
         failed = sanlab("lab", "exec", "test-cli", "target", "--", "sh", "-c", "exit 3")
         assert failed.returncode == 3
+        _a_dead_clients_reply_reaches_no_one("test-cli")
     finally:
         down = sanlab("lab", "down", "test-cli")
     assert down.returncode == 0, down.stderr
@@ -65,6 +66,32 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
     assert not list((labs_root() / "test-cli").glob("*.sock"))
     assert (labs_root() / "test-cli" / "initiator.console.log").exists()
     shutil.rmtree(labs_root() / "test-cli")
+
+
+# A client that sends a request to the guest agent and dies before the reply comes back.
+DYING_CLIENT = """
+import json, sys, time
+from sanlab.emulator.agent import AgentClient
+from sanlab.emulator.lab import live_agent_path
+client = AgentClient(live_agent_path(sys.argv[1], "initiator"), "initiator")
+sock = client._connect(time.monotonic() + 60)
+request = {"op": "exec", "shell": "sleep 2; echo OUTPUT-OF-STEP-2", "timeout": 30, "stdin": ""}
+sock.sendall((json.dumps({**request, "id": next(client._ids)}) + "\\n").encode())
+print("sent", flush=True)
+time.sleep(600)
+"""
+
+
+def _a_dead_clients_reply_reaches_no_one(lab: str) -> None:
+    """The guest's port outlives its clients: the reply to a killed client's request is queued
+    for the next one, which must drop it.  Each of the next ten commands gets its own output."""
+    dying = subprocess.Popen([sys.executable, "-c", DYING_CLIENT, lab], stdout=subprocess.PIPE, text=True)
+    assert dying.stdout is not None and dying.stdout.readline().strip() == "sent"
+    dying.kill()
+    dying.wait()
+    for step in range(10):
+        ran = sanlab("lab", "exec", lab, "initiator", "--", "echo", f"step-{step}")
+        assert ran.returncode == 0 and ran.stdout.strip() == f"step-{step}", (ran.stdout, ran.stderr)
 
 
 @pytest.mark.parametrize("name", ["", "/tmp", "../x", "a/b", "-x", "UPPER", "x" * 40, "a b", "$(id)"])

@@ -3,7 +3,8 @@
 A real run (two VMs, NVMe/RDMA over rxe) is interrupted with SIGINT once
 its first point is in results.json.  The file must then be valid, hold
 every point that finished, say ``interrupted``, and the VMs must be gone.
-A second run into the same folder is refused, so the two never mix.
+A second run into the same folder is refused, so the two never mix; and
+``sanlab run --resume`` runs only the missing points, keeping the others.
 """
 
 from __future__ import annotations
@@ -92,3 +93,20 @@ def test_an_interrupted_run_keeps_its_finished_points(guest_image, tmp_path):
     )
     assert forced.returncode == 1 and "did not write (notes.txt)" in forced.stderr
     assert (out / "notes.txt").read_text() == "mine" and json.loads(results.read_text()) == document
+
+    (out / "notes.txt").unlink()
+    resumed = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", "--resume", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{len(finished)} of 5 points are kept, {5 - len(finished)} to run" in resumed.stderr
+    whole = json.loads(results.read_text())
+    assert whole["run"]["status"] == "complete" and whole["run"]["resumed_after"] == len(finished)
+    records = [ResultRecord.model_validate(r) for r in whole["results"]]
+    assert [r.bs for r in records] == [4096, 8192, 16384, 32768, 65536]  # each point once, in order
+    assert records[: len(finished)] == finished  # the kept points, as they were
+    assert all(r.verify == "pass" and r.verified_bytes == 4 << 20 for r in records)
