@@ -19,7 +19,7 @@ from sanlab.emulator.lab import LabCables, labs_root
 from sanlab.lab_checks import run_checks
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.exercises import find_exercise
-from sanlab.scenarios.schema import Workload
+from sanlab.scenarios.schema import READ_WRITE, Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets import faults
 from sanlab.targets.runner import Point, run_point
@@ -99,7 +99,7 @@ def _workload(**spec: object) -> Workload:
 @lab.command("fio")
 @click.argument("name")
 @click.argument("target")
-@click.option("--rw", default="randrw", show_default=True)
+@click.option("--rw", type=click.Choice(READ_WRITE), default="randwrite", show_default=True)
 @click.option("--bs", default="4k", show_default=True)
 @click.option("--iodepth", type=int, default=1, show_default=True)
 @click.option("--numjobs", type=int, default=1, show_default=True)

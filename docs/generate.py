@@ -102,9 +102,12 @@ def cli_reference() -> str:
 
 def _commands(command: click.Command, path: list[str]) -> list[tuple[list[str], click.Command]]:
     found = [(path, command)]
-    if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            found += _commands(command.commands[name], [*path, name])
+    if isinstance(command, click.Group):  # asked by name: sanlab's group imports its verbs lazily
+        context = click.Context(command)
+        for name in sorted(command.list_commands(context)):
+            sub = command.get_command(context, name)
+            if sub is not None:
+                found += _commands(sub, [*path, name])
     return found
 
 

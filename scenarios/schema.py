@@ -62,6 +62,7 @@ MAX_NUMJOBS = 64
 
 FABRICS: tuple[str, ...] = Fabric.__args__  # type: ignore[attr-defined]
 TRANSPORTS: tuple[str, ...] = Transport.__args__  # type: ignore[attr-defined]
+READ_WRITE: tuple[str, ...] = ReadWrite.__args__  # type: ignore[attr-defined]
 STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 
 _SIZE_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}
