@@ -462,7 +462,7 @@ def _sizes(scenario: Scenario) -> Iterator[tuple[str, str]]:
 
 
 def _digests_only_on_tcp(
-    where: str, projection: Projection, transports: set[str]
+    where: str, projection: Projection, transports: Iterable[str]
 ) -> Iterator[tuple[str, str]]:
     """Header and data digests are iSCSI's and NVMe/TCP's: RDMA transports have none to cost."""
     for option in ("header_digest", "data_digest"):
