@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+from bad_inputs import point
 
 FIFO, FOLDER, HUGE = "<fifo>", "<folder>", "<huge>"  # planted as a FIFO, a folder, a 100 MB sparse file
 
@@ -411,17 +412,6 @@ def _calibrate_cases() -> list[Hostile]:
     return cases
 
 
-def _point(transport: str, fabric: str) -> list[str]:
-    return ["model", "--transport", transport, "--fabric", fabric, "--link-gbps", "100", "--rw", "read"] + [
-        "--bs",
-        "4k",
-        "--iodepth",
-        "1",
-        "--numjobs",
-        "1",
-    ]
-
-
 def _profile_cases() -> list[Hostile]:
     model = ["model", "--profile", "{d}/a.yaml"]
     cycle = "name: a\ninitiator: {from: {d}/b.yaml}\n"
@@ -444,7 +434,7 @@ def _profile_cases() -> list[Hostile]:
         ),
         Hostile("profile-bigint", model, "at most 40", {"a.yaml": "name: a\ncores: " + "9" * 5000 + "\n"}),
         *(
-            Hostile(f"model-{flag[2:]}-{transport}", [*_point(transport, "roce"), flag], "has no")
+            Hostile(f"model-{flag[2:]}-{transport}", ["model", *point(transport, "roce"), flag], "has no")
             for transport in ("nvme-rdma", "iser", "srp")
             for flag in ("--data-digest", "--header-digest")
         ),
