@@ -9,7 +9,6 @@ capture, or ``sanlab model``.  Wiring only, like the rest of the CLI.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -25,6 +24,7 @@ from sanlab.dissectors.analyze import analyze
 from sanlab.dissectors.plugins import tshark_args
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import capture_file, live_agent_path
+from sanlab.scenarios.answers import judge
 from sanlab.scenarios.errors import SanlabError, ToolMissing
 from sanlab.scenarios.exercises import (
     AnswerProbe,
@@ -134,8 +134,8 @@ class Checker:
         given = self.answers().get(probe.key)
         if given is None:
             return False, f"no answer for {probe.key!r} in {self.answers_path}"
-        expected = self.expected(probe)
-        return agrees(given, expected, probe.tolerance), f"{probe.key}: {given!r}"
+        right, why = judge(given, self.expected(probe), probe.tolerance, probe.unit)
+        return right, f"{probe.key}: {given!r}" + ("" if right else f" - {why}")
 
     def expected(self, probe: AnswerProbe) -> object:
         if probe.analyze is not None:
@@ -161,16 +161,6 @@ def projected(options: Mapping[str, object], field: str) -> object:
     if run.returncode != 0:
         raise SanlabError(f"sanlab model failed: {run.stderr.strip()[-200:]}")
     return json.loads(run.stdout)["results"][0][field]
-
-
-def agrees(given: object, expected: object, tolerance: float) -> bool:
-    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
-        try:
-            value = float(str(given).strip().rstrip("%"))
-        except ValueError:
-            return False
-        return math.isclose(value, float(expected), rel_tol=tolerance, abs_tol=1e-9)
-    return str(given).strip().lower() == str(expected).strip().lower()
 
 
 def run_checks(lab: str, exercise: Exercise, answers: Path | None) -> list[Verdict]:

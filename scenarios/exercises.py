@@ -81,6 +81,9 @@ class AnswerProbe(Strict):
     analyze: Measured | None = None
     model: Projected | None = None
     tolerance: Annotated[float, Field(ge=0, le=1)] = 0.0  # relative, for numbers
+    # The unit the expected number is in (us, MiB/s, GB/s, Gb/s, %): an answer with another
+    # unit of the same kind is converted; one with no unit is taken to be in this one.
+    unit: Annotated[str, Field(max_length=8)] | None = None
 
     @model_validator(mode="after")
     def one_source(self) -> AnswerProbe:
