@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -66,9 +67,17 @@ def images_build(force: bool) -> None:
 
 
 @images.command("list")
-def images_list() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print [{key, current, path, manifest}] only.")
+def images_list(as_json: bool) -> None:
     """List cached images; '*' marks the one the current recipe uses."""
     found = guest_images.list_images()
+    if as_json:
+        listed = [
+            {"key": image.key, "current": current, "path": str(image.path), "manifest": image.manifest}
+            for image, current in found
+        ]
+        click.echo(json.dumps(listed, indent=2, default=str))
+        return
     if not found:
         click.echo(f"no images in {guest_images.images_dir()} (run 'sanlab images build')")
     for image, current in found:
@@ -232,9 +241,13 @@ def lab_capture(name: str, link: str, path_only: bool) -> None:
 
 
 @lab.command("list")
-def lab_list() -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print [{name, accel, hosts, addresses}] only.")
+def lab_list(as_json: bool) -> None:
     """Labs that are up, with their hosts and addresses; a VM that died is marked."""
     names = lab_names()
+    if as_json:
+        click.echo(json.dumps([_lab_document(name) for name in names], indent=2))
+        return
     if not names:
         click.echo("no labs are up")
     for name in names:
@@ -249,6 +262,23 @@ def lab_list() -> None:
         click.echo(f"{name}: {state.get('accel', '?')}  {hosts}")
         for where, address in dict(state.get("addresses") or {}).items():
             click.echo(f"    {where}: {address}")
+
+
+def _lab_document(name: str) -> dict[str, object]:
+    """One lab as ``lab list --json`` gives it: an unreadable one says why."""
+    try:
+        state = read_state(name)
+    except SanlabError as exc:
+        return {"name": name, "error": str(exc)}
+    hosts = {
+        host: {"pid": entry["pid"], "up": vm_alive(name, entry)} for host, entry in state["hosts"].items()
+    }
+    return {
+        "name": name,
+        "accel": state.get("accel"),
+        "hosts": hosts,
+        "addresses": state.get("addresses") or {},
+    }
 
 
 @lab.command("down")

@@ -6,6 +6,7 @@ the names it gives other layers (profiles), all before anything runs.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -76,7 +77,8 @@ def writable_dir(path: Path, option: str) -> Path:
 
 @click.command()
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-def validate(files: tuple[Path, ...]) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print [{file, ok, problems}] only.")
+def validate(files: tuple[Path, ...], as_json: bool) -> None:
     """Check scenario FILES; print one line per problem and exit 1 if any.
 
     \b
@@ -84,14 +86,23 @@ def validate(files: tuple[Path, ...]) -> None:
       sanlab validate scenarios/*.yaml
       scenarios/x.yaml: workloads[0].bs[1]: '5q' is not a size (use 512, 4k, 64k, 1m)
     """
-    failed = False
+    found: dict[str, list[Problem]] = {}
     for path in files:
         try:
             load_checked(path)
+            found[str(path)] = []
         except ScenarioError as exc:
-            failed = True
-            for problem in exc.problems:
+            found[str(path)] = list(exc.problems)
+    if as_json:
+        document = [
+            {"file": name, "ok": not problems, "problems": [p.__dict__ for p in problems]}
+            for name, problems in found.items()
+        ]
+        click.echo(json.dumps(document, indent=2))
+    else:
+        for name, problems in found.items():
+            for problem in problems:
                 click.echo(str(problem), err=True)
-        else:
-            click.echo(f"{path}: ok")
-    sys.exit(1 if failed else 0)
+            if not problems:
+                click.echo(f"{name}: ok")
+    sys.exit(1 if any(found.values()) else 0)

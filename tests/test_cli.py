@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from sanlab import __version__
 from sanlab.main import cli
-from support import require_tool
+from support import SCENARIOS, require_tool
 
 COMMANDS = ["validate", "model", "calibrate", "sweep", "run", "lab", "analyze", "images", "dissectors"]
 
@@ -133,3 +133,22 @@ def test_run_needs_targets(tmp_path):
     empty.write_text("hosts: [{name: a, role: initiator}, {name: b, role: target}]\n")
     result = invoke("run", str(empty), "--out", str(tmp_path / "out"))
     assert result.exit_code == 1 and "declares no targets: nothing to run" in result.output
+
+
+def test_listing_and_checking_commands_speak_json(tmp_path):
+    """validate, lab list and images list each print one JSON document with --json."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli as sanlab_cli
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hosts: 3\n")
+    checked = CliRunner().invoke(sanlab_cli, ["validate", "--json", str(SCENARIOS / "smoke.yaml"), str(bad)])
+    document = json.loads(checked.stdout)
+    assert checked.exit_code == 1 and [d["ok"] for d in document] == [True, False]
+    assert document[1]["problems"][0]["source"] == str(bad)
+    env = {"XDG_RUNTIME_DIR": str(tmp_path / "run"), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    labs = CliRunner().invoke(sanlab_cli, ["lab", "list", "--json"], env=env)
+    assert labs.exit_code == 0 and json.loads(labs.stdout) == []
+    images = CliRunner().invoke(sanlab_cli, ["images", "list", "--json"], env=env)
+    assert images.exit_code == 0 and isinstance(json.loads(images.stdout), list)
