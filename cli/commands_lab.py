@@ -241,7 +241,7 @@ def lab_capture(name: str, link: str, path_only: bool) -> None:
 
 
 @lab.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print [{name, accel, hosts, addresses}] only.")
+@click.option("--json", "as_json", is_flag=True, help="Print each lab (hosts, addresses, captures) as JSON.")
 def lab_list(as_json: bool) -> None:
     """Labs that are up, with their hosts and addresses; a VM that died is marked."""
     names = lab_names()
@@ -262,6 +262,8 @@ def lab_list(as_json: bool) -> None:
         click.echo(f"{name}: {state.get('accel', '?')}  {hosts}")
         for where, address in dict(state.get("addresses") or {}).items():
             click.echo(f"    {where}: {address}")
+        for link, path in dict(state.get("captures") or {}).items():
+            click.echo(f"    capture of {link}: {path}")
 
 
 def _lab_document(name: str) -> dict[str, object]:

@@ -15,7 +15,7 @@ import click
 
 from sanlab import lab_targets
 from sanlab.commands_lab import lab
-from sanlab.emulator.lab import LabCables, labs_root
+from sanlab.emulator.lab import LabCables, lab_names, labs_root
 from sanlab.lab_checks import run_checks
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.exercises import find_exercise
@@ -187,7 +187,7 @@ def lab_check(name: str, exercise: str, answers: Path | None, as_json: bool) -> 
     labs' handouts (docs/labs/).
     """
     try:
-        _, found = find_exercise(exercise)
+        labs_file, found = find_exercise(exercise)
         verdicts = run_checks(name, found, answers or Path(f"{exercise}.answers.yaml"))
     except SanlabError as exc:
         fail(exc)
@@ -198,5 +198,9 @@ def lab_check(name: str, exercise: str, answers: Path | None, as_json: bool) -> 
         for v in verdicts:
             click.echo(f"  [{'x' if v.done else ' '}] {v.step.id}: {v.step.says}  ({v.seen})")
         todo = next((v for v in verdicts if not v.done), None)
-        click.echo(f"next: {todo.step.hint}" if todo else "every step is done")
+        if name not in lab_names():  # nothing else can be done before the lab is up
+            named = "" if name == labs_file.lab else f" --name {name}"
+            click.echo(f"next: sanlab lab up scenarios/labs/{labs_file.lab}.yaml{named}")
+        else:
+            click.echo(f"next: {todo.step.hint}" if todo else "every step is done")
     sys.exit(0 if all(v.done for v in verdicts) else 1)
