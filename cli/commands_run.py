@@ -43,7 +43,7 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.command()
 @click.argument("scenario", type=click.Path(path_type=Path), required=False)
 @click.option("--out", type=click.Path(path_type=Path), help="Output directory (default: runs/NAME-TIME).")
-@click.option("--force", is_flag=True, help="Replace a previous sanlab run in --out (nothing else there).")
+@click.option("--force", is_flag=True, help="Replace a previous sanlab run in --out (its manifest's files).")
 @click.option(
     "--resume",
     type=click.Path(path_type=Path),
@@ -81,15 +81,16 @@ def run(
     machine, not of any hardware; use 'sanlab model' for projections.
 
     \b
-    Hosts with ``ssh:`` (or from --inventory) are real machines: sanlab
+    Hosts with ssh: (or from --inventory) are real machines: sanlab
     reads them first (preflight: CPU, kernel, NICs, firmware, PCIe, RDMA
     devices, tools) and refuses to start where anything is missing; their
-    records say ``measured`` and carry those facts.
+    records say 'measured' and carry those facts.
 
     \b
     Example:
       sanlab run scenarios/smoke.yaml --out runs/smoke
       sanlab run my-servers.yaml --inventory hosts.yaml --dry-run
+      sanlab run --resume runs/smoke
     """
     try:
         if resume is not None:
