@@ -64,44 +64,70 @@ def match(labelled: Sequence[tuple[str, ResultRecord]], table: Sequence[Measured
 
 
 def text_table(cells: Sequence[Cell], title: str) -> str:
-    """A fixed-width table a terminal and a README can both show."""
-    out = io.StringIO()
-    out.write(f"{title}\n")
+    """A fixed-width table a terminal and a README can both show: only columns with data, and a
+    legend under it for what is not self-evident."""
+    compare = any(c.measured for c in cells)
+    latency = compare and any(c.latency_error is not None for c in cells)
+    cpu = any(c.record.cpu_initiator_pct is not None or c.record.cpu_target_pct is not None for c in cells)
     head = (
         f"{'set-up':<22} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>10} {'MiB/s':>8} "
         f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% (params)':>17}"
     )
-    compare = any(c.measured for c in cells)
-    if compare:
-        head += f" {'published':>10} {'err':>7} {'lat err':>8}"
-    out.write(head + "\n" + "-" * len(head) + "\n")
+    head += f" {'cpu ini':>7} {'cpu tgt':>7}" if cpu else ""
+    head += f" {'published':>10} {'err':>7}" if compare else ""
+    head += f" {'lat err':>8}" if latency else ""
+    out = io.StringIO()
+    out.write(f"{title}\n{head}\n{'-' * len(head)}\n")
     for c in cells:
-        r = c.record
-        line = (
-            f"{c.label[:22]:<22} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
-            f"{r.iops or 0:>10,.0f} {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} "
-            f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
-        )
-        if compare:
-            if c.measured:
-                lat = c.latency_error
-                line += f" {c.measured.iops:>10,.0f} {100 * (c.iops_error or 0):>+6.1f}%"
-                line += f" {100 * lat:>+7.1f}%" if lat is not None else f" {'':>8}"
-            else:
-                line += f" {'-':>10}"
-        out.write(line + "\n")
+        out.write(_row(c, cpu, compare, latency) + "\n")
     for c in cells:
         if c.record.note:
             out.write(f"note, {c.label}: {c.record.note}\n")
+    out.write(_legend(cpu, compare))
     if compare:
-        iops = mape([c.iops_error for c in cells])
-        lat = mape([c.latency_error for c in cells])
-        matched = sum(1 for c in cells if c.measured)
-        summary = f"{matched} cells matched a published value; IOPS MAPE {iops:.1f}%"
-        if lat is not None:
-            summary += f"; mean-latency MAPE {lat:.1f}%"
-        out.write(summary + "\n")
+        out.write(_summary(cells))
     return out.getvalue()
+
+
+def _row(c: Cell, cpu: bool, compare: bool, latency: bool) -> str:
+    r = c.record
+    line = (
+        f"{c.label[:22]:<22} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
+        f"{r.iops or 0:>10,.0f} {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} "
+        f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
+    )
+    if cpu:
+        line += f" {_percent(r.cpu_initiator_pct):>7} {_percent(r.cpu_target_pct):>7}"
+    if compare:
+        error = f"{100 * c.iops_error:+.1f}%" if c.measured and c.iops_error is not None else "-"
+        line += f" {f'{c.measured.iops:,.0f}' if c.measured else '-':>10} {error:>7}"
+    if latency:
+        lat = c.latency_error
+        line += f" {f'{100 * lat:+.1f}%' if lat is not None else '-':>8}"
+    return line
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.0f}%" if value is not None else "-"
+
+
+def _legend(cpu: bool, compare: bool) -> str:
+    parts = ["IOPS 95% (params): the range the fitted parameters leave open (one figure where it is narrow)"]
+    if cpu:
+        parts.append("cpu ini/tgt: the initiator's and target's CPU busy, % of all their cores")
+    if compare:
+        parts.append("err: (model - published) / published, + where the model is higher")
+    return "".join(f"  {p}\n" for p in parts)
+
+
+def _summary(cells: Sequence[Cell]) -> str:
+    iops = mape([c.iops_error for c in cells])
+    lat = mape([c.latency_error for c in cells])
+    matched = sum(1 for c in cells if c.measured)
+    summary = f"{matched} cells matched a published value; IOPS MAPE {iops:.1f}%"
+    if lat is not None:
+        summary += f"; mean-latency MAPE {lat:.1f}%"
+    return summary + "\n"
 
 
 def _short(n: float) -> str:
@@ -109,8 +135,12 @@ def _short(n: float) -> str:
 
 
 def _range(spread: tuple[float, float] | None) -> str:
-    """'92k-766k': the IOPS range the calibration leaves open, or '-' where it is not known."""
-    return f"{_short(spread[0])}-{_short(spread[1])}" if spread else "-"
+    """'92k-766k': the IOPS range the calibration leaves open; one figure where both ends print
+    alike ('19k', not '19k-19k'), and '-' where it is not known."""
+    if not spread:
+        return "-"
+    low, high = _short(spread[0]), _short(spread[1])
+    return low if low == high else f"{low}-{high}"
 
 
 def write_csv(cells: Sequence[Cell], path: Path) -> None:

@@ -256,3 +256,20 @@ def test_a_digest_library_that_is_no_known_stack_is_refused_naming_the_known_one
     data["digests"]["library"] = ["spdkk"]
     with pytest.raises(ScenarioError, match=r"stacks.yaml.*digests.library.*spdkk.*'spdk'"):
         parse_stacks(data, "stacks.yaml")
+
+
+def test_the_printed_table_has_cpu_columns_a_legend_and_no_empty_columns():
+    """CPU beside IOPS; an interval printed once where both ends print alike; no column
+    without data (Zeta publishes no latency, so no 'lat err')."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    result = CliRunner().invoke(cli, ["model"])
+    assert result.exit_code == 0, result.output
+    head = next(line for line in result.output.splitlines() if line.startswith("set-up"))
+    assert "cpu ini" in head and "cpu tgt" in head and "lat err" not in head
+    rows = [line for line in result.output.splitlines() if line.startswith("iSCSI 10GbE")]
+    assert rows and all(line.count("%") >= 3 for line in rows)  # two CPU columns and err
+    assert not any("19k-19k" in line for line in rows) and any(" 19k " in line for line in rows)
+    assert "err: (model - published) / published" in result.output
