@@ -108,7 +108,9 @@ def _row(c: Cell, cpu: bool, compare: bool, latency: bool) -> str:
 
 
 def _percent(value: float | None) -> str:
-    return f"{value:.0f}%" if value is not None else "-"
+    if value is None:
+        return "-"
+    return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
 
 
 def _legend(cpu: bool, compare: bool) -> str:
