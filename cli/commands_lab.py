@@ -125,12 +125,13 @@ def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None)
                 f"{scenario}: its hosts are real machines (ssh:); a lab boots VMs only: "
                 f"use 'sanlab run {scenario}' (or --dry-run to see what it would do)"
             )
+        image = guest_images.ready_image(_say)
         run_dir = new_run_dir(name)
         shutil.copyfile(scenario, run_dir / SCENARIO_COPY)  # what lab export will configure
         handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None, snaplen)
         signal.signal(signal.SIGTERM, _interrupt)
         try:
-            handle.up(_say)
+            handle.up(_say, image)
         except BaseException:
             _say(f"lab {name}: bringing up failed or was interrupted; tearing down")
             handle.down()

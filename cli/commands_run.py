@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from sanlab.commands_machines import check_machines, machine_hosts, run_on_machines
-from sanlab.emulator.images import build_image
+from sanlab.emulator.images import ready_image
 from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
@@ -231,7 +231,7 @@ def _capture_prefix(skip: int) -> str:
 def _run_matrix(
     loaded: Scenario, scenario: Path, journal: RunJournal, skip: int, snaplen: int | None
 ) -> None:
-    build_image(_say)
+    ready_image(_say)
     name = lab_name(f"run-{scenario.stem}")[:24] + f"-{os.getpid()}"
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None

@@ -156,6 +156,42 @@ def _pid_alive(build_dir_name: str) -> bool:
     return True
 
 
+# What booting VMs needs on this machine, by command, and the Debian package that has it.
+VM_TOOLS = {"qemu-system-x86_64": "qemu-system-x86"}
+BUILD_TOOLS = {"mmdebstrap": "mmdebstrap"}
+# A cold build on a 2-core machine: mmdebstrap's downloads, the kernel modules, the initramfs.
+BUILD_MINUTES = "2-5"
+
+
+def missing_packages(building: bool) -> list[str]:
+    """The Debian packages whose commands booting VMs (and building the image) needs and lacks."""
+    tools = VM_TOOLS | (BUILD_TOOLS if building else {})
+    return sorted({package for command, package in tools.items() if shutil.which(command) is None})
+
+
+def ready_image(progress: Progress) -> Image:
+    """The guest image, built first if this machine has none: what 'lab up' and 'run' boot.
+
+    Every missing system package is named at once, in the one apt-get line
+    that installs them, before anything is downloaded or booted.
+    """
+    existing = current_image()
+    missing = missing_packages(building=existing is None)
+    if missing:
+        sudo = "" if os.geteuid() == 0 else "sudo "
+        raise SanlabError(
+            f"booting VMs needs {', '.join(missing)}: run '{sudo}apt-get update && "
+            f"{sudo}apt-get install -y {' '.join(missing)}' (or 'bash tests/bootstrap test', which does)"
+        )
+    if existing:
+        return existing
+    progress(
+        f"no guest image on this machine yet: building it now (about {BUILD_MINUTES} minutes the first "
+        "time; every later run reuses it)"
+    )
+    return build_image(progress)
+
+
 def build_image(progress: Progress = lambda line: None, force: bool = False) -> Image:
     """Build the guest image for the current recipe (or return the cached one)."""
     existing = current_image()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -280,3 +281,18 @@ def test_live_capture_streams_into_tshark(guest_image):
     finally:
         sanlab("lab", "down", "test-live")
     shutil.rmtree(labs_root() / "test-live", ignore_errors=True)
+
+
+def test_lab_up_names_every_missing_system_package_in_one_apt_line(tmp_path):
+    """On a machine without qemu (and without an image: mmdebstrap too), one line says what to install."""
+    env = {**os.environ, "PATH": str(tmp_path), "SANLAB_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "sanlab", "lab", "up", str(SCENARIOS / "labs" / "iscsi-wire.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 1
+    assert "apt-get install -y mmdebstrap qemu-system-x86'" in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
