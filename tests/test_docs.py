@@ -1,10 +1,13 @@
 """The documentation site: generated, built strictly, every link and image resolving, seen in Chromium.
 
-`docs/generate.py` writes the references and pictures from the code, then
-`mkdocs build --strict` builds the site; every relative link and image of
-every page must resolve to a file of the built site.  Headless Chromium then
-opens the home, model and scenario-reference pages, and their screenshots
-are kept in runs/docs-screenshots/ for a person to look at.
+`mkdocs build --strict` alone builds the site: its hook (docs/hooks.py) runs
+docs/generate.py, which writes the references and pictures from the code.
+Every relative link and image of every page must resolve to a file of the
+built site.  The student site holds no answer key, in its pages or its
+search index; the teachers' edition (mkdocs-teacher.yml) holds them all.
+Headless Chromium then opens the home, model and scenario-reference pages,
+and their screenshots are kept in runs/docs-screenshots/ for a person to
+look at.
 """
 
 from __future__ import annotations
@@ -43,25 +46,54 @@ class _Links(HTMLParser):
                 self.targets.append((tag, value))
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    require_tool("tshark")
-    out = tmp_path_factory.mktemp("site")
-    generated = subprocess.run(
-        [sys.executable, "docs/generate.py"], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
-    assert generated.returncode == 0, generated.stderr[-3000:]
+def _build(out: Path, *config: str) -> None:
+    """`mkdocs build --strict` alone, as a reader would run it: no generate step first."""
     mkdocs = Path(sys.executable).with_name("mkdocs")
     built = subprocess.run(
-        [str(mkdocs), "build", "--strict", "-d", str(out)],
+        [str(mkdocs), "build", "--strict", *config, "-d", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"},
     )
     assert built.returncode == 0, built.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    require_tool("tshark")
+    out = tmp_path_factory.mktemp("site")
+    _build(out)
     return out
+
+
+KEYS = sorted((REPO / "docs" / "labs" / "keys").glob("*.md"))
+
+
+def test_the_student_site_holds_no_answer_key(site, tmp_path):
+    assert not (site / "labs" / "keys").exists()
+    index = (site / "search" / "search_index.json").read_text()
+    assert "labs/keys/" not in index
+    for page in site.rglob("*.html"):
+        text = page.read_text()
+        assert "labs/keys/" not in text, page
+        assert "0x25" not in text, f"{page} gives lab 1's opcode away"
+    assert "0x25" not in index
+    teacher = tmp_path / "teacher"
+    _build(teacher, "-f", "mkdocs-teacher.yml")
+    assert sorted(p.stem for p in (teacher / "labs" / "keys").glob("*.html")) == [k.stem for k in KEYS]
+
+
+def test_the_scenario_reference_covers_every_section_of_the_schema(site):
+    import json
+
+    schema = json.loads((REPO / "scenarios" / "schema.json").read_text())
+    page = (site / "reference" / "scenarios.html").read_text()
+    for name, model in schema["$defs"].items():
+        assert f'id="{name.lower()}"' in page, f"{name} has no section"
+        for field in model.get("properties", {}):
+            assert f"<code>{field}</code>" in page, f"{name}.{field} is not described"
 
 
 def test_every_page_is_built(site):
