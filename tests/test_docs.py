@@ -68,6 +68,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+ANSWER_PICTURES = ("ladder-iscsi-read.svg", "lab-project-100g.png")
 KEYS = sorted((REPO / "docs" / "labs" / "keys").glob("*.md"))
 
 
@@ -79,6 +80,8 @@ def test_the_student_site_holds_no_answer_key(site, tmp_path):
         text = page.read_text()
         assert "labs/keys/" not in text, page
         assert "0x25" not in text, f"{page} gives lab 1's opcode away"
+        for picture in ANSWER_PICTURES:  # they show counts and bottlenecks the labs ask for
+            assert picture not in text, f"{page} shows {picture}"
     assert "0x25" not in index
     teacher = tmp_path / "teacher"
     _build(teacher, "-f", "mkdocs-teacher.yml")
