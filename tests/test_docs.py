@@ -153,3 +153,11 @@ def test_a_real_browser_shows_the_page(site, page):
     for image in re.findall(r'<img[^>]+src="([^"]+)"', dom):
         assert (site / page).parent.joinpath(unquote(image)).resolve().is_file(), image
     print(f"screenshot of {page}: {shot}")
+
+
+def test_the_readme_is_read_in_five_minutes():
+    """At most 120 lines, the two set-up commands, and a tour that says which commands boot VMs."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 120
+    assert "bash tests/bootstrap demo" in readme and "bash tests/bootstrap test" in readme
+    assert "No VMs, seconds:" in readme and "VMs (times under software emulation" in readme
