@@ -11,6 +11,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sanlab.models.metrics import mape
 from sanlab.models.published import Measured
@@ -211,42 +212,78 @@ def write_csv(cells: Sequence[Cell], path: Path) -> None:
             )
 
 
+KIND_WORDS = {"randread": "random read", "randwrite": "random write", "read": "read", "write": "write"}
+
+
+def workload_words(record: ResultRecord) -> str:
+    """'4 KiB random read, 1 job, QD 32': a workload as a person says it, for charts."""
+    size = format_size(record.bs).replace("k", " KiB").replace("m", " MiB")
+    jobs = f"{record.numjobs} job{'s' if record.numjobs != 1 else ''}"
+    return f"{size} {KIND_WORDS.get(record.rw, record.rw)}, {jobs}, QD {record.iodepth}"
+
+
 def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
-    """Grouped bars of projected IOPS per set-up and point, published values as dots."""
+    """One small chart per workload: projected IOPS per set-up as bars from zero, the range the
+    fitted parameters leave open as whiskers, published values as black dots."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = list(dict.fromkeys(c.label for c in cells))
-    points = list(
-        dict.fromkeys(
-            f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}" for c in cells
-        )
+    workloads = list(dict.fromkeys(workload_words(c.record) for c in cells))
+    setups = list(dict.fromkeys(c.label for c in cells))
+    columns = min(3, len(workloads))
+    rows = -(-len(workloads) // columns)
+    tallest = max(len({c.label for c in cells if workload_words(c.record) == w}) for w in workloads)
+    fig, axes = plt.subplots(
+        rows, columns, figsize=(4.2 * columns, rows * (0.45 * tallest + 1.3) + 0.8), squeeze=False
     )
-    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(points) * max(1, len(groups)) / 2), 5))
-    width = 0.8 / max(1, len(groups))
-    for g, group in enumerate(groups):
-        xs, ys, pub_x, pub_y = [], [], [], []
-        for c in cells:
-            if c.label != group:
-                continue
-            name = f"{c.record.rw} {format_size(c.record.bs)} j{c.record.numjobs}q{c.record.iodepth}"
-            x = points.index(name) + g * width - 0.4 + width / 2
-            xs.append(x)
-            ys.append(c.record.iops or 0)
-            if c.measured:
-                pub_x.append(x)
-                pub_y.append(c.measured.iops)
-        ax.bar(xs, ys, width, label=f"{group} (projected)")
-        if pub_x:
-            ax.scatter(pub_x, pub_y, color="black", s=14, zorder=3, label="published" if g == 0 else None)
-    ax.set_xticks(range(len(points)))
-    ax.set_xticklabels(points, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("IOPS")
-    ax.set_yscale("log")
-    ax.set_title(title)
-    ax.legend(fontsize=7, ncol=2)
+    colours = plt.get_cmap("tab10")
+    for ax, workload in zip(axes.flat, workloads, strict=False):
+        _facet(ax, [c for c in cells if workload_words(c.record) == workload], setups, colours, tallest)
+        ax.set_title(workload, fontsize=9)
+    for ax in list(axes.flat)[len(workloads) :]:
+        ax.set_visible(False)
+    legend = "bars: projected IOPS; whiskers: the 95 % range the fitted parameters leave open"
+    legend += "; dots: published" if any(c.measured for c in cells) else ""
+    fig.suptitle(f"{title}\n{legend}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _facet(ax: Any, cells: Sequence[Cell], setups: Sequence[str], colours: Any, rows: int) -> None:
+    """Horizontal bars, one per set-up that ran this workload, on a linear axis from zero
+    (lengths compare honestly); a set-up keeps its colour in every facet."""
+    shown = [name for name in setups if any(c.label == name for c in cells)]
+    for c in cells:
+        y = shown.index(c.label)
+        iops = c.record.iops or 0
+        ax.barh(y, iops, color=colours(setups.index(c.label) % 10), height=0.7)
+        if c.record.iops_range95:
+            low, high = c.record.iops_range95
+            ax.errorbar(
+                iops,
+                y,
+                xerr=[[max(0.0, iops - low)], [max(0.0, high - iops)]],
+                fmt="none",
+                ecolor="0.25",
+                capsize=3,
+                linewidth=1,
+            )
+        if c.measured:
+            ax.plot(c.measured.iops, y, "o", color="black", markersize=4, zorder=3)
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels(shown, fontsize=8)
+    ax.set_ylim(rows - 0.5, -0.5)  # every facet's bars as thick as the fullest one's
+    ax.set_xlim(left=0)
+    ax.xaxis.set_major_formatter(_thousands())
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_xlabel("IOPS", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _thousands() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: _short(value) if value else "0")
