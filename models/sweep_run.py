@@ -281,10 +281,35 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)
 
 
+# How a metric is named on a chart's axis: words and units, not a field name.
+AXIS_NAMES = {
+    "iops": "IOPS",
+    "bw_mibps": "throughput (MiB/s)",
+    "lat_mean_us": "mean latency (µs)",
+    "lat_p99_us": "p99 latency (µs)",
+    "link_gbps": "link speed (Gb/s)",
+    "cores": "cores per host",
+    "cpu_initiator_pct": "initiator CPU (%)",
+    "cpu_target_pct": "target CPU (%)",
+    "numjobs": "fio jobs",
+    "iodepth": "queue depth",
+    "bs": "block size (bytes)",
+    "sessions": "sessions",
+    "queues": "I/O queues",
+    "wire_gbps": "on the wire (Gb/s)",
+}
+
+
+def axis_name(metric: str, direction: str) -> str:
+    better = "higher is better" if direction == "max" else "lower is better"
+    return f"{AXIS_NAMES.get(metric, metric.replace('_', ' '))}, {better}"
+
+
 def _chart(
     rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: Mapping[str, str], path: Path
 ) -> None:
-    """The first two Pareto objectives, every point by transport, the front ringed."""
+    """The first two Pareto objectives: every point faded by transport, the front in full colour
+    and joined, so that the few points that matter stand out from hundreds."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -294,25 +319,48 @@ def _chart(
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
     if len(axes) == 2:
         x, y = axes[1], axes[0]
-        for transport in sorted({r["transport"] for r in rows}):
+        colours = plt.get_cmap("tab10")
+        transports = sorted({r["transport"] for r in rows})
+        for i, transport in enumerate(transports):
             mine = [
                 r
                 for r in rows
                 if r["transport"] == transport and r.get(x) is not None and r.get(y) is not None
             ]
-            ax.scatter([r[x] for r in mine], [r[y] for r in mine], s=14, alpha=0.6, label=transport)
-        ax.scatter(
-            [r[x] for r in front],
-            [r[y] for r in front],
-            s=70,
-            facecolors="none",
-            edgecolors="black",
-            label="Pareto front",
-        )
-        ax.set_xlabel(f"{x} ({objectives[x]})")
-        ax.set_ylabel(f"{y} ({objectives[y]})")
-        ax.legend(fontsize=8)
-    ax.set_title(f"sanlab sweep: {len(rows)} projected points (model, not measured)", fontsize=10)
+            ax.scatter(
+                [r[x] for r in mine], [r[y] for r in mine], s=10, alpha=0.15, color=colours(i), linewidths=0
+            )
+            best = [r for r in front if r["transport"] == transport]
+            ax.scatter(
+                [r[x] for r in best],
+                [r[y] for r in best],
+                s=46,
+                color=colours(i),
+                edgecolors="black",
+                zorder=3,
+                label=f"{transport} (front: {len(best)})",
+            )
+        line = sorted(front, key=lambda r: (r[x], r[y]))
+        ax.plot([r[x] for r in line], [r[y] for r in line], color="black", linewidth=0.8, alpha=0.6, zorder=2)
+        ax.set_xlabel(axis_name(x, objectives[x]))
+        ax.set_ylabel(axis_name(y, objectives[y]))
+        ax.yaxis.set_major_formatter(_short_numbers())
+        over = ", ".join(objectives)
+        title = f"Pareto front over {over} in colour\n(the first two drawn); every other point faded"
+        ax.legend(fontsize=8, title=title, title_fontsize=8)
+        ax.grid(alpha=0.3)
+    ax.set_title(f"sanlab sweep: {len(rows):,} projected points (model, not measured)", fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def _short_numbers() -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    def short(value: float, _: object) -> str:
+        if abs(value) >= 1e6:
+            return f"{value / 1e6:g}M"
+        return f"{value / 1e3:g}k" if abs(value) >= 1e3 else f"{value:g}"
+
+    return FuncFormatter(short)
