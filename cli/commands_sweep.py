@@ -86,7 +86,9 @@ def _describe(row: dict[str, Any]) -> str:
     shape = f"{row['rw']} {row['bs']} qd{row['iodepth']} j{row['numjobs']}"
     extra = " ".join(f"{k}={row[k]}" for k in ("cores", "sessions", "profile") if row.get(k) is not None)
     p99 = f", p99 {row['lat_p99_us']:.0f} us" if row.get("lat_p99_us") else ""
-    return f"{setup} {shape} {extra}: {row['iops']:,.0f} IOPS{p99} [{row['bottleneck']}, {row['solver']}]"
+    past = " EXTRAPOLATED: past every published row" if "extrapolated" in str(row.get("note") or "") else ""
+    figures = f"{row['iops']:,.0f} IOPS{p99} [{row['bottleneck']}, {row['solver']}]"
+    return f"{setup} {shape} {extra}: {figures}{past}"
 
 
 def _expanding(done: int, total: int) -> None:

@@ -227,3 +227,20 @@ def test_a_spec_that_is_not_a_mapping(tmp_path):
     path.write_text("- a\n")
     with pytest.raises(ScenarioError, match="must be a YAML mapping"):
         load_spec(path)
+
+
+def test_the_console_front_marks_an_extrapolated_point(tmp_path):
+    """A front point past every published row says so where people read the front: the console."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "axes:\n  link_gbps: [100, 200]\nfixed: {transport: nvme-rdma, fabric: roce, profile: modern-400g, "
+        "rw: randread, bs: 64k, numjobs: 8, iodepth: 32}\npareto: {iops: max}\nsolver: mva\n"
+    )
+    result = CliRunner().invoke(cli, ["sweep", str(spec), "--out", str(tmp_path / "out"), "--serial"])
+    assert result.exit_code == 0, result.output
+    front = [line for line in result.output.splitlines() if line.startswith("  nvme-rdma")]
+    assert front and all("200G" in line and "EXTRAPOLATED" in line for line in front)
