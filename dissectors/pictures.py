@@ -12,6 +12,7 @@ program can check the picture as well as a person.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,10 @@ from sanlab.dissectors.frames import Frame
 
 # A picture with more arrows than this merges runs of alike frames.
 MAX_ARROWS = 40
+# A label's length before it is cut (between words), and where it wraps onto a second line:
+# with the figure 7 inches wide, 9-point text stays legible when the docs shrink it to a phone.
+LABEL_CHARS = 96
+WRAP_CHARS = 52
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Arrow:
         text = first.label or "frame"
         if len(self.frames) > 1:
             return f"{len(self.frames)} x {_kind(first)} ({size:,} B)"
-        return f"{text[:70]} ({size:,} B)"
+        return f"{_shortened(text, LABEL_CHARS)} ({size:,} B)"
 
     @property
     def gid(self) -> str:
@@ -45,7 +50,17 @@ class Arrow:
 
 def _kind(frame: Frame) -> str:
     """What a run of frames has in common: the label up to its first detail."""
-    return (frame.label or "frame").split(",")[0][:50]
+    return _shortened((frame.label or "frame").split(",")[0], 50)
+
+
+def _shortened(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, cut between words, never inside one
+    ('offset 15' for 15360 read as a wrong number)."""
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 1]
+    space = max(cut.rfind(" "), cut.rfind(","))
+    return (cut[:space] if space > limit // 2 else cut).rstrip(" ,") + "…"
 
 
 def arrows(io: Io) -> list[Arrow]:
@@ -69,10 +84,10 @@ def ladder(io: Io, svg: Path, png: Path | None = None, title: str = "") -> list[
     plt = _pyplot()
     drawn = arrows(io)
     start = io.frames[0].time
-    height = max(4.0, 0.42 * len(drawn) + 1.5)
-    fig, ax = plt.subplots(figsize=(9, height), dpi=100)
+    height = max(4.0, 0.62 * len(drawn) + 1.5)
+    fig, ax = plt.subplots(figsize=(7, height), dpi=100)
     ax.set_xlim(-0.5, 1.5)
-    ax.set_ylim(len(drawn) + 0.5, -0.8)
+    ax.set_ylim(len(drawn) + 0.5, -1.1)
     ax.axis("off")
     target = next((f.dst for f in io.frames if f.src == io.initiator), "")
     for x, name in ((0, f"initiator\n{io.initiator}"), (1, f"target\n{target}")):
@@ -88,11 +103,12 @@ def ladder(io: Io, svg: Path, png: Path | None = None, title: str = "") -> list[
             arrowprops={"arrowstyle": "->", "color": "tab:blue" if arrow.outbound else "tab:green"},
         )
         group.arrow_patch.set_gid(arrow.gid)
-        text = ax.text(0.5, row - 0.12, arrow.label, ha="center", va="bottom", fontsize=7)
+        label = "\n".join(textwrap.wrap(arrow.label, WRAP_CHARS)[:2])
+        text = ax.text(0.5, row - 0.12, label, ha="center", va="bottom", fontsize=9, linespacing=1.0)
         text.set_gid(f"label-{arrow.gid}")
-        ax.text(-0.48, row, f"{at_us:,.0f} us", ha="left", va="center", fontsize=6, color="0.3")
+        ax.text(-0.48, row, f"{at_us:,.0f} µs", ha="left", va="center", fontsize=8, color="0.3")
     ax.set_title(
-        title or f"{io.op} {io.nbytes:,} B, tag {io.tag}: {io.latency_us:,.0f} us on the wire", fontsize=10
+        title or f"{io.op} {io.nbytes:,} B, tag {io.tag}: {io.latency_us:,.0f} µs on the wire", fontsize=10
     )
     fig.tight_layout()
     fig.savefig(svg, format="svg")
@@ -103,19 +119,27 @@ def ladder(io: Io, svg: Path, png: Path | None = None, title: str = "") -> list[
 
 
 def latency_chart(ios: Sequence[Io], path: Path, title: str = "") -> None:
-    """The command-to-response latency of every I/O, one histogram per operation and size."""
+    """The command-to-response latency of every I/O as one ECDF per operation and size: each
+    curve says what share of I/Os finished within a time, and curves never hide each other."""
     plt = _pyplot()
     groups: dict[str, list[float]] = {}
     for io in ios:
         groups.setdefault(f"{io.op} {io.nbytes:,} B", []).append(io.latency_us)
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     for name, values in sorted(groups.items()):
-        ax.hist(values, bins=min(40, max(5, len(values) // 2)), alpha=0.6, label=f"{name} (n={len(values)})")
-    ax.set_xlabel("latency on the wire, command to response (us)")
-    ax.set_ylabel("I/Os")
+        ordered = sorted(values)
+        shares = [(i + 1) / len(ordered) for i in range(len(ordered))]
+        median, p99 = ordered[len(ordered) // 2], ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+        label = f"{name}: n={len(ordered)}, median {median:,.0f} µs, p99 {p99:,.0f} µs"
+        ax.step(ordered, shares, where="post", linewidth=1.6, label=label)
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("latency on the wire, command to response (µs, log scale)")
+    ax.set_ylabel("share of I/Os finished")
+    ax.grid(alpha=0.3, which="both")
     ax.set_title(title or "latency per operation (from the capture)", fontsize=10)
     if groups:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
