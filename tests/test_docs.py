@@ -32,7 +32,9 @@ KEY_PAGES = [
     "reference/scenarios.html",
     "concepts.html",
     "labs/iscsi-wire.html",
+    "labs/project-100g.html",
 ]
+WIDTHS = (1280, 390)  # a desktop and a phone
 
 
 class _Links(HTMLParser):
@@ -129,11 +131,12 @@ def test_the_references_come_from_the_code(site):
         assert command in cli, command
 
 
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("page", KEY_PAGES)
-def test_a_real_browser_shows_the_page(site, page):
+def test_a_real_browser_shows_the_page(site, page, width):
     chromium = shutil.which("chromium") or require_tool("chromium")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shot = SCREENSHOTS / (re.sub(r"[/.]", "-", page.removesuffix(".html")) + ".png")
+    shot = SCREENSHOTS / (re.sub(r"[/.]", "-", page.removesuffix(".html")) + f"-{width}.png")
     shot.unlink(missing_ok=True)
     common = [
         chromium,
@@ -141,7 +144,7 @@ def test_a_real_browser_shows_the_page(site, page):
         "--no-sandbox",
         "--disable-gpu",
         "--hide-scrollbars",
-        "--window-size=1280,1000",
+        f"--window-size={width},1000",
     ]
     url = (site / page).as_uri()
     taken = subprocess.run(
