@@ -18,7 +18,7 @@ from sanlab import __version__
 COMMANDS = {
     "validate": ("sanlab.validation", "validate"),
     "model": ("sanlab.commands_model", "model"),
-    "calibrate": ("sanlab.commands_model", "calibrate"),
+    "calibrate": ("sanlab.commands_calibrate", "calibrate"),
     "sweep": ("sanlab.commands_sweep", "sweep"),
     "run": ("sanlab.commands_run", "run"),
     "lab": ("sanlab.commands_lab_targets", "lab"),
