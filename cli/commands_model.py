@@ -24,7 +24,8 @@ from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.records import results_document
-from sanlab.scenarios.schema import DEFAULT_PROFILE, FABRICS, STACKS, TRANSPORTS, Scenario
+from sanlab.scenarios.registry import FABRIC_NAMES, STACK_NAMES, TRANSPORT_NAMES
+from sanlab.scenarios.schema import DEFAULT_PROFILE, READ_WRITE, Scenario
 from sanlab.validation import fail, load_checked
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
@@ -91,17 +92,17 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.argument("scenario", required=False, type=click.Path(path_type=Path))
 @click.option(
     "--transport",
-    type=click.Choice(TRANSPORTS),
+    type=click.Choice(TRANSPORT_NAMES),
     help="Project one point (needs the options below).",
 )
-@click.option("--fabric", type=click.Choice(FABRICS))
+@click.option("--fabric", type=click.Choice(FABRIC_NAMES))
 @click.option("--link-gbps", type=float)
 @click.option("--mtu", type=int)
-@click.option("--rw", type=click.Choice(["randread", "randwrite", "read", "write"]))
+@click.option("--rw", type=click.Choice(READ_WRITE))
 @click.option("--bs", help="Block size: 512, 4k, 64k, 1m.")
 @click.option("--iodepth", type=int)
 @click.option("--numjobs", type=int)
-@click.option("--target-stack", type=click.Choice(STACKS), help="Default: lio (SCSI), nvmet (NVMe).")
+@click.option("--target-stack", type=click.Choice(STACK_NAMES), help="Default: lio (SCSI), nvmet (NVMe).")
 @click.option("--backend", type=click.Choice(["null", "ramdisk", "nvme"]), help="Default: ramdisk.")
 @click.option("--sessions", type=int, help="Connections (iSCSI sessions, SRP channels, NVMe queues).")
 @click.option(

@@ -24,7 +24,7 @@ from sanlab.dissectors.attribute import Io, Owner, attribute
 from sanlab.dissectors.frames import DECODE_AS, Frame, read_frames
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import ISCSI_TCP_PORTS, NVME_PORT
-from sanlab.scenarios.semantics import TCP_TRANSPORTS
+from sanlab.scenarios.registry import TRANSPORTS, names
 
 __all__ = ["Analysis", "Frame", "Group", "Io", "analyze", "summarise"]
 
@@ -138,7 +138,7 @@ def _tcp_kinds(frames: list[Frame], decode_as: tuple[str, ...]) -> dict[int, str
     ports = {port: "iscsi" for port in ISCSI_TCP_PORTS} | {NVME_PORT: "nvme-tcp"}
     for rule in decode_as:
         port, _, proto = rule.removeprefix("tcp.port==").partition(",")
-        if rule.startswith("tcp.") and proto in TCP_TRANSPORTS:
+        if rule.startswith("tcp.") and proto in names(TRANSPORTS, carrier="tcp"):
             ports[int(port)] = proto
     iwarp = {f.stream for f in frames if f.mpa or f.fpdus}
     kinds: dict[int, str] = {}

@@ -20,15 +20,13 @@ from typing import Protocol
 from sanlab.emulator.agent import Completed
 from sanlab.scenarios.endpoints import soft_rdma_device
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.registry import SOFT_RDMA_MODULES
 
 
 class Runs(Protocol):
     name: str
 
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
-
-
-RDMA_MODULES = {"rxe": "rdma_rxe", "siw": "siw"}
 
 
 @dataclass(frozen=True)
@@ -66,7 +64,7 @@ def configure(host: Runs, nic: Interface) -> None:
     script += shaping_commands(nic)
     if nic.rdma_driver:
         script += [
-            f"modprobe {RDMA_MODULES[nic.rdma_driver]}",
+            f"modprobe {SOFT_RDMA_MODULES[nic.rdma_driver]}",
             "modprobe rdma_ucm",
             f"rdma link add {nic.rdma_device} type {nic.rdma_driver} netdev {nic.link}",
         ]

@@ -23,32 +23,13 @@ from typing import Protocol
 from sanlab.emulator.agent import Completed
 from sanlab.emulator.ssh import SshHost, check_identity
 from sanlab.scenarios.endpoints import Endpoint
+from sanlab.scenarios.registry import STACKS, TRANSPORTS
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import RDMA_TRANSPORTS, link_name, target_link
+from sanlab.scenarios.semantics import link_name, target_link
 
 Say = Callable[[str], None]
 TOOLS = ("fio", "nvme", "iscsiadm", "tgtadm", "rdma", "ethtool", "lsblk", "blkid")
-MODULES = (
-    "nvme_tcp",
-    "nvme_rdma",
-    "nvmet_tcp",
-    "nvmet_rdma",
-    "iscsi_tcp",
-    "ib_iser",
-    "ib_srp",
-    "iscsi_target_mod",
-    "ib_isert",
-    "ib_srpt",
-)
-# What each role needs for each stack or transport (tool names as in TOOLS).
-INITIATOR_TOOLS = {
-    "iscsi": ("iscsiadm",),
-    "iser": ("iscsiadm",),
-    "nvme-tcp": ("nvme",),
-    "nvme-rdma": ("nvme",),
-}
-TARGET_TOOLS = {"tgt": ("tgtadm",)}
-CONFIGFS_STACKS = ("lio", "nvmet")
+MODULES = tuple(m for t in TRANSPORTS.values() for m in t.modules)
 
 _HOST_FACTS = r"""
 echo "kernel=$(uname -r)"
@@ -219,7 +200,7 @@ def _endpoints(
             ends[(name, host)] = Endpoint(host, name, nic.address.split("/")[0], nic_name, device)
     for target in scenario.targets:
         found = target_link(scenario, target)
-        if found is None or target.transport not in RDMA_TRANSPORTS:
+        if found is None or not TRANSPORTS[target.transport].rdma:
             continue
         lname = link_name(found[1], found[0])
         for host in found[1].endpoints:
@@ -239,14 +220,14 @@ def _tool_problems(scenario: Scenario, facts: Mapping[str, HostFacts]) -> list[s
         if found is None:
             continue
         initiator = next(h for h in found[1].endpoints if h != target.host)
-        needs = [(initiator, "fio"), *((initiator, t) for t in INITIATOR_TOOLS.get(target.transport, ()))]
-        needs += [(target.host, t) for t in TARGET_TOOLS.get(target.stack, ())]
+        needs = [(initiator, "fio"), *((initiator, t) for t in TRANSPORTS[target.transport].initiator_tools)]
+        needs += [(target.host, t) for t in STACKS[target.stack].tools]
         for host, tool in needs:
             if not facts[host].tools.get(tool):
                 problems.append(
                     f"{host}: {tool} is not installed ({target.stack} {target.transport} needs it)"
                 )
-        if target.stack in CONFIGFS_STACKS and not facts[target.host].configfs:
+        if STACKS[target.stack].configfs and not facts[target.host].configfs:
             problems.append(f"{target.host}: configfs is not mounted at /sys/kernel/config ({target.stack})")
     return sorted(set(problems))
 

@@ -33,6 +33,7 @@ from sanlab.models.calibrate import (
 from sanlab.models.checks import confirming_rows
 from sanlab.models.coverage import bands
 from sanlab.models.metrics import mape
+from sanlab.models.network import LOCAL
 from sanlab.models.priors import Prior
 from sanlab.models.profile import (
     STACKS,
@@ -120,7 +121,7 @@ def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:
     ones; and, with several studies, each study from the others alone."""
     splits: list[tuple[str, Use]] = [("fit on reads, predict writes", lambda r: "read" in r.point.rw)]
     for study in studies:
-        speeds = sorted({r.point.link_gbps for r in study.rows if r.point.transport != "local"})
+        speeds = sorted({r.point.link_gbps for r in study.rows if r.point.transport != LOCAL})
         if len(speeds) > 1:
             label = f"{study.name}: fit without its {speeds[-1]:g} Gb/s cells, predict them"
             splits.append((label, _not_at(study.rows, speeds[-1])))
@@ -168,7 +169,7 @@ class Calibration:
     def study_summary(self, name: str) -> dict[str, Any]:
         """What NAME.fit.yaml records of the fit and the README quotes."""
         cells = self.cells[name]
-        network = [c for c in cells if c.row.point.transport != "local"]
+        network = [c for c in cells if c.row.point.transport != LOCAL]
         iops = mape([c.iops_error for c in network])
         lat = mape([c.latency_error for c in network])
         own = [p for p in self.result.params if p.startswith(f"{name}.")]
@@ -230,7 +231,7 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     held = solve(task)
     scored: dict[str, list[CellError]] = {}
     for study in studies:
-        unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
+        unseen = [r for r in study.rows if not use(r) and r.point.transport != LOCAL]
         scored[study.name] = evaluate(held.profiles[study.name], unseen, seed)
     cells = [c for group in scored.values() for c in group]
     errors = [c.iops_error for c in cells]

@@ -26,7 +26,13 @@ from sanlab.models.transports import (
     wire_cost,
 )
 from sanlab.models.wire import data_rate_gbps, packet_payload
+from sanlab.scenarios.registry import FABRICS, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE
+
+# A published row measured on the target's own drive, with no transport between: the model's
+# one "transport" the scenario schema does not know (no scenario can ask for it).
+LOCAL = "local"
+LOCAL_MAX_TRANSFER = 128 << 10  # the NVMe drive's own max_hw_sectors
 
 
 @dataclass(frozen=True)
@@ -122,7 +128,7 @@ class Network:
 def default_stack(profile: Profile, transport: str) -> str:
     if transport in profile.target_stacks:
         return profile.target_stacks[transport]
-    return "nvmet" if transport.startswith("nvme") else "lio"
+    return TRANSPORTS[transport].default_stack
 
 
 def connections(point: Point, profile: Profile) -> int:
@@ -135,22 +141,18 @@ def connections(point: Point, profile: Profile) -> int:
     """
     if point.sessions:
         return point.sessions
-    if point.transport in ("iscsi", "iser"):
+    if point.transport != LOCAL and TRANSPORTS[point.transport].sessions:
         return profile.sessions.get(point.transport, 1)
     per_cpu = max(1, min(point.numjobs, profile.initiator.cores))
     return min(per_cpu, point.queues) if point.queues else per_cpu
 
 
-# Linux splits a request larger than the device's max_hw_sectors; these are
-# the defaults of its initiators when a profile does not say.
-DEFAULT_MAX_TRANSFER = {"iscsi": 512 << 10, "iser": 512 << 10, "srp": 512 << 10}
-DEFAULT_MAX_TRANSFER_NVME = 128 << 10
-
-
 def max_transfer(point: Point, prof: Profile) -> int:
+    """Linux splits a request larger than the device's max_hw_sectors: the profile's, else the
+    initiator's default (the registry's)."""
     if point.transport in prof.max_transfer:
         return prof.max_transfer[point.transport]
-    return DEFAULT_MAX_TRANSFER.get(point.transport, DEFAULT_MAX_TRANSFER_NVME)
+    return LOCAL_MAX_TRANSFER if point.transport == LOCAL else TRANSPORTS[point.transport].max_transfer
 
 
 def with_cores(profile: Profile, cores: int | None, core: str | None = None) -> Profile:
@@ -181,11 +183,9 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         return replace(net, point=point, split=split, bound_iops=net.bound_iops / split)
     nic = prof.nic_for(point.fabric, point.link_gbps)
     mtu = point.mtu or nic.mtu
-    stack = (
-        "local" if point.transport == "local" else point.target_stack or default_stack(prof, point.transport)
-    )
+    stack = LOCAL if point.transport == LOCAL else point.target_stack or default_stack(prof, point.transport)
     cost = stack_cost(prof, stack, point.transport)
-    if point.transport == "local":
+    if point.transport == LOCAL:
         return _local(point, prof, stack, cost)
     r = recipe(point.transport, point.rw, point.bs, _protocol(prof, stack, point))
     wire = wire_cost(r, point.fabric, mtu)
@@ -444,7 +444,7 @@ def throughput_bound(stations: list[Station], customers: int) -> float:
 def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:
     """Packets each host's TCP stack handles per I/O: none without software TCP (RDMA, a TOE),
     one per super-packet with segmentation and receive offload, else one per wire frame."""
-    if point.fabric != "eth" or nic.toe:
+    if FABRICS[point.fabric].rdma or nic.toe:
         return 0
     return wire.super_packets if nic.gso_gro else wire.frames
 

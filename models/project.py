@@ -21,8 +21,9 @@ from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import Z95, log_iops_sigma
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
-from sanlab.scenarios.semantics import RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS, target_link
+from sanlab.scenarios.semantics import fabric_problem, target_link
 from sanlab.scenarios.topology import initiators_of
 
 
@@ -37,13 +38,13 @@ class Job:
 def _fabric(transport: str, projection: Projection, scenario: Scenario) -> str:
     if projection.fabric:
         return projection.fabric
-    if transport in TCP_TRANSPORTS:
-        return "eth"
+    if not TRANSPORTS[transport].rdma:
+        return PLAIN_FABRIC.name
     for target in scenario.targets:
         found = target_link(scenario, target)
-        if target.transport == transport and found and found[1].fabric != "eth":
+        if target.transport == transport and found and FABRICS[found[1].fabric].rdma:
             return found[1].fabric
-    return "roce"
+    return DEFAULT_RDMA_FABRIC.name
 
 
 def _link_gbps(profile_name: str, fabric: str, projection: Projection) -> float:
@@ -61,18 +62,12 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
         transports = [projection.transport] if projection.transport else declared
         for transport in transports:
             fabric = _fabric(transport, projection, scenario)
-            if transport in TCP_TRANSPORTS and fabric not in TCP_FABRICS:
-                raise ScenarioError(
-                    [
-                        Problem(
-                            scenario.name or "scenario",
-                            f"projections[{index}].fabric",
-                            f"{transport} runs over TCP; {fabric!r} is not modelled for it (use eth)",
-                        )
-                    ]
-                )
-            if transport in RDMA_TRANSPORTS and fabric == "eth":
-                fabric = "roce"
+            if TRANSPORTS[transport].rdma and not FABRICS[fabric].rdma:
+                fabric = DEFAULT_RDMA_FABRIC.name
+            problem = fabric_problem(transport, fabric)
+            if problem:
+                where = f"projections[{index}].fabric"
+                raise ScenarioError([Problem(scenario.name or "scenario", where, problem)])
             gbps = _link_gbps(projection.profile, fabric, projection)
             initiators = projection.initiators or _topology_initiators(scenario, transport)
             incast = f" x{initiators}" if initiators > 1 else ""  # initiators into one

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from sanlab.models.network import Point
+from sanlab.models.network import LOCAL, Point
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.sizes import parse_size
 
@@ -79,7 +79,7 @@ def measured(row: dict[str, str], profile: str) -> Measured:
     lat = row.get("lat_mean_ms")
     cpu = row.get("cpu_pct")
     point = Point(
-        transport="local" if local else row["transport"],
+        transport=LOCAL if local else row["transport"],
         fabric="eth" if local else row["fabric"],
         link_gbps=float(row["link_gbps"]) or 100.0,
         rw=row["rw"],

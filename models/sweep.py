@@ -47,23 +47,9 @@ from sanlab.scenarios.schema import Projection, Workload
 from sanlab.scenarios.yamlfile import load_yaml
 
 Solver = Literal["auto", "sim", "mva"]
-# The options of `sanlab model` a sweep may vary, and where each lives in a scenario.
-PROJECTION_KEYS = (
-    "transport",
-    "fabric",
-    "link_gbps",
-    "mtu",
-    "profile",
-    "target_stack",
-    "backend",
-    "sessions",
-    "cores",
-    "core",
-    "header_digest",
-    "data_digest",
-    "poll",
-    "queues",
-)
+# The options of `sanlab model` a sweep may vary: the schema's projection fields (their one
+# home), less the label (a sweep names its own rows) and incast's initiators (not swept yet).
+PROJECTION_KEYS = tuple(k for k in Projection.model_fields if k not in ("label", "initiators"))
 WORKLOAD_KEYS = ("rw", "bs", "iodepth", "numjobs")
 KEYS = PROJECTION_KEYS + WORKLOAD_KEYS
 REQUIRED = ("transport", "rw", "bs", "iodepth", "numjobs")

@@ -40,7 +40,7 @@ from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the models' 
     TCP_TS,
     UDP,
 )
-from sanlab.scenarios.semantics import TCP_FABRICS
+from sanlab.scenarios.registry import FABRICS
 
 PATH_MTUS = (256, 512, 1024, 2048, 4096)
 # Linux's largest TSO/GSO super-packet and GRO merge (GSO_MAX_SIZE, 64 KiB).
@@ -93,7 +93,7 @@ class Frame:
 
 def rdma_path_mtu(netdev_mtu: int, fabric: str) -> int:
     """The RDMA path MTU: IB uses the MTU given; RoCE fits it in the netdev MTU."""
-    if fabric == "ib":
+    if FABRICS[fabric].infiniband:
         return max(m for m in PATH_MTUS if m <= max(netdev_mtu, 256))
     usable = netdev_mtu - 80
     return max((m for m in PATH_MTUS if m <= usable), default=256)
@@ -107,12 +107,12 @@ def tcp_mss(mtu: int) -> int:
 def packet_payload(fabric: str, mtu: int) -> int:
     """The most data one frame carries: the TCP MSS on a byte stream (TCP, iWARP), the RDMA
     path MTU on RoCE and InfiniBand."""
-    return tcp_mss(mtu) if fabric in TCP_FABRICS else rdma_path_mtu(mtu, fabric)
+    return tcp_mss(mtu) if FABRICS[fabric].carries_tcp else rdma_path_mtu(mtu, fabric)
 
 
 def _rdma_packet(fabric: str, payload: int, ext: int, direction: str, ack: bool) -> Frame:
     pad = -payload % 4
-    if fabric == "ib":
+    if FABRICS[fabric].infiniband:
         body = IB_LRH + BTH + ext + payload + pad + ICRC + IB_VCRC
         return Frame(direction, body, body, payload, ack)
     body = IPV4 + UDP + BTH + ext + payload + pad + ICRC
@@ -257,7 +257,7 @@ def stream_frames(messages: list[Message], fabric: str, mtu: int) -> list[Frame]
         direction = flight[0].direction
         batches = (
             _fpdu_batches(flight, mss)
-            if fabric == "iwarp"
+            if FABRICS[fabric].mpa
             else [[(s, s) for s in b] for b in _tcp_batches(flight, mss)]
         )
         unacked = short = 0
@@ -274,7 +274,7 @@ def stream_frames(messages: list[Message], fabric: str, mtu: int) -> list[Frame]
 
 def frames_for(messages: list[Message], fabric: str, mtu: int) -> list[Frame]:
     """Frames of an I/O's messages on ``fabric``: 'eth' (TCP), 'roce', 'ib' or 'iwarp'."""
-    if fabric in TCP_FABRICS:
+    if FABRICS[fabric].carries_tcp:
         return stream_frames(messages, fabric, mtu)
     return [f for m in messages for f in rdma_frames(m, fabric, mtu)]
 
@@ -286,6 +286,6 @@ _IB_DATA_GBPS = {10.0: 8.0, 20.0: 16.0, 40.0: 32.0, 56.0: 54.55}
 
 def data_rate_gbps(fabric: str, nominal_gbps: float) -> float:
     """The usable data rate of a link named by its nominal speed."""
-    if fabric == "ib":
+    if FABRICS[fabric].infiniband:
         return _IB_DATA_GBPS.get(float(nominal_gbps), nominal_gbps)
     return nominal_gbps

@@ -28,6 +28,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from sanlab.scenarios.registry import FabricName, RdmaDriverName, StackName, TransportName
 from sanlab.scenarios.sizes import (
     BLOCK_SIZE,
     FAULT_AT,
@@ -40,10 +41,11 @@ from sanlab.scenarios.sizes import (
     parse_rate,
 )
 
-Fabric = Literal["eth", "roce", "iwarp", "ib"]
-RdmaDriver = Literal["rxe", "siw"]
-Stack = Literal["lio", "tgt", "nvmet", "scst", "spdk"]
-Transport = Literal["iscsi", "iser", "srp", "nvme-tcp", "nvme-rdma"]
+# Transports, fabrics and stacks are the registry's (scenarios/registry.py).
+Fabric = FabricName
+RdmaDriver = RdmaDriverName
+Stack = StackName
+Transport = TransportName
 Backstore = Literal["ramdisk", "null", "file", "device"]
 Backend = Literal["null", "ramdisk", "nvme"]
 ReadWrite = Literal["read", "write", "randread", "randwrite"]
@@ -60,10 +62,7 @@ MAX_SWITCHES = 16
 MAX_IODEPTH = 1024
 MAX_NUMJOBS = 64
 
-FABRICS: tuple[str, ...] = Fabric.__args__  # type: ignore[attr-defined]
-TRANSPORTS: tuple[str, ...] = Transport.__args__  # type: ignore[attr-defined]
 READ_WRITE: tuple[str, ...] = ReadWrite.__args__  # type: ignore[attr-defined]
-STACKS: tuple[str, ...] = Stack.__args__  # type: ignore[attr-defined]
 
 _SIZE_SCHEMA = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string"}]}
 _SECONDS_SCHEMA = {"anyOf": [{"type": "number"}, {"type": "string"}]}

@@ -1,9 +1,8 @@
 """Consistency rules that a schema alone cannot express.
 
-These are facts about the transports, not preferences: iSER, SRP and
-NVMe/RDMA need an RDMA fabric; soft-RoCE (rxe) stands in for RoCE and
-InfiniBand, soft-iWARP (siw) for iWARP; SCST and SPDK are projection-only
-because the guest image does not ship them.
+The facts they apply are the registry's (scenarios/registry.py): which
+fabrics a transport needs, which stacks serve it and which of them the
+guests ship, what each protocol has (digests, CHAP, poll queues).
 """
 
 from __future__ import annotations
@@ -11,7 +10,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
-from sanlab.scenarios.schema import Fault, Link, Projection, Scenario, Target
+from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS, driver_fabric, limits, names, serving
+from sanlab.scenarios.schema import Fault, Link, Projection, Scenario
 from sanlab.scenarios.sizes import format_duration, format_size
 from sanlab.scenarios.topology import (
     FABRIC_HOST,
@@ -27,31 +27,18 @@ from sanlab.scenarios.topology import (
 
 __all__ = ["link_name", "target_link", "check_scenario", "rdma_driver"]
 
-RDMA_TRANSPORTS = ("iser", "srp", "nvme-rdma")
-TCP_TRANSPORTS = ("iscsi", "nvme-tcp")
-# Transports whose Linux host has blk-mq poll queues and I/O queues of its own choosing.
-NVME_TRANSPORTS = ("nvme-tcp", "nvme-rdma")
-# Fabrics a TCP transport is modelled on: Ethernet, and iWARP NICs (which carry TCP too).
-TCP_FABRICS = ("eth", "iwarp")
-RDMA_FABRICS = frozenset({"roce", "iwarp", "ib"})
-DRIVER_FOR_FABRIC = {"roce": "rxe", "ib": "rxe", "iwarp": "siw"}
-STACK_TRANSPORTS = {
-    "lio": ("iscsi", "iser", "srp"),
-    "tgt": ("iscsi", "iser"),
-    "nvmet": ("nvme-tcp", "nvme-rdma"),
-    "scst": ("iscsi", "iser", "srp"),
-    "spdk": ("iscsi", "nvme-tcp", "nvme-rdma"),
-}
-EMULATED_STACKS = ("lio", "tgt", "nvmet")
-DIGEST_TRANSPORTS = ("iscsi", "nvme-tcp")
-CHAP_TRANSPORTS = ("iscsi", "iser")
+# Named sets the messages list (each read from the registry, in its order).
+NVME_TRANSPORTS = names(TRANSPORTS, family="nvme")
+RDMA_FABRICS = names(FABRICS, rdma=True)
+EMULATED_STACKS = names(STACKS, emulated=True)
+DIGEST_TRANSPORTS = names(TRANSPORTS, digests=True)
+CHAP_TRANSPORTS = names(TRANSPORTS, chap=True)
 
 
 def rdma_driver(link: Link) -> str | None:
     """The soft-RDMA driver a link uses: explicit, or implied by its fabric."""
-    if link.fabric == "eth":
-        return None
-    return link.rdma_driver or DRIVER_FOR_FABRIC[link.fabric]
+    fabric = FABRICS[link.fabric]
+    return (link.rdma_driver or fabric.soft_driver) if fabric.rdma else None
 
 
 def _names(items: list[str]) -> str:
@@ -164,11 +151,8 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
             )
 
 
-# Faults that act on a target's service or its initiator's sessions, not on a cable; the
-# stacks whose service sanlab can stop and start again, and whose sessions it can reset.
+# Faults that act on a target's service or its initiator's sessions, not on a cable.
 TARGET_FAULTS = ("restart", "reset")
-RESTARTABLE = {("nvmet", "nvme-tcp"), ("nvmet", "nvme-rdma"), ("lio", "iscsi"), ("lio", "iser")}
-RESETTABLE = {"nvme-tcp", "nvme-rdma"}
 
 
 def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[str, str]]:
@@ -182,10 +166,10 @@ def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[st
         )
         return
     target = named[fault.target]
-    if fault.action == "restart" and (target.stack, target.transport) not in RESTARTABLE:
-        allowed = ", ".join(f"{s} {t}" for s, t in sorted(RESTARTABLE))
+    if fault.action == "restart" and target.stack not in TRANSPORTS[target.transport].restartable:
+        allowed = ", ".join(sorted(f"{s} {t.name}" for t in TRANSPORTS.values() for s in t.restartable))
         yield f"faults[{i}].action", f"restart is built for {allowed}; not {target.stack} {target.transport}"
-    if fault.action == "reset" and target.transport not in RESETTABLE:
+    if fault.action == "reset" and not TRANSPORTS[target.transport].nvme:
         yield f"faults[{i}].action", f"reset is built for NVMe-oF controllers; not {target.transport}"
     for burst in ("loss", "delay"):
         if getattr(fault, burst) is not None:
@@ -328,18 +312,26 @@ def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 )
         if link.endpoints[0] == link.endpoints[1]:
             yield f"links[{i}].endpoints", "a link joins two different hosts or switches"
-        if link.fabric == "eth" and link.rdma_driver is not None:
-            yield (
-                f"links[{i}].rdma_driver",
-                f"{link.rdma_driver!r} needs an RDMA fabric (set fabric: roce, iwarp or ib)",
-            )
-        if link.fabric == "iwarp" and link.rdma_driver == "rxe":
-            yield f"links[{i}].rdma_driver", "'rxe' is RoCE, not iWARP (use siw for fabric iwarp)"
-        if link.fabric in ("roce", "ib") and link.rdma_driver == "siw":
-            yield (
-                f"links[{i}].rdma_driver",
-                f"'siw' is iWARP, not {link.fabric} (use rxe, or set fabric: iwarp)",
-            )
+        yield from _driver(i, link)
+
+
+def _driver(i: int, link: Link) -> Iterator[tuple[str, str]]:
+    """A soft-RDMA driver named on a link is the one that stands in for its fabric."""
+    fabric, driver = FABRICS[link.fabric], link.rdma_driver
+    if driver is None:
+        return
+    if not fabric.rdma:
+        yield (
+            f"links[{i}].rdma_driver",
+            f"{driver!r} needs an RDMA fabric (set fabric: {_or(RDMA_FABRICS)})",
+        )
+    elif driver != fabric.soft_driver:
+        emulated = driver_fabric(driver)
+        yield (
+            f"links[{i}].rdma_driver",
+            f"{driver!r} is {emulated.title}, not {link.fabric} "
+            f"(use {fabric.soft_driver}, or set fabric: {emulated.name})",
+        )
 
 
 def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
@@ -357,7 +349,7 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"{where}.stack",
                 f"{target.stack!r} is for projections only (emulated stacks: {', '.join(EMULATED_STACKS)})",
             )
-        allowed = STACK_TRANSPORTS[target.stack]
+        allowed = serving(target.stack)
         if target.transport not in allowed:
             yield (
                 f"{where}.transport",
@@ -383,30 +375,21 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
         index, link = found
         if target.host not in link.endpoints:
             yield f"{where}.link", f"{link_names[index]!r} does not reach host {target.host!r}"
-        if target.transport in RDMA_TRANSPORTS and link.fabric not in RDMA_FABRICS:
+        if TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
             yield (
                 f"{where}.transport",
                 f"{target.transport!r} needs an RDMA link, but {link_names[index]!r} is "
-                f"fabric {link.fabric!r} (use roce, iwarp or ib)",
+                f"fabric {link.fabric!r} (use {_or(RDMA_FABRICS)})",
             )
-        elif link.fabric == "iwarp":
-            yield from _iwarp_limits(where, target, link_names[index])
+        else:
+            for limit in limits(target.transport, target.stack, link.fabric):
+                yield f"{where}.{limit.field}", limit.why.format(link=repr(link_names[index]))
 
 
-def _iwarp_limits(where: str, target: Target, link: str) -> Iterator[tuple[str, str]]:
-    """What Linux 6.1 refuses over iWARP (soft-iWARP), as seen on sanlab's guests."""
-    if target.transport == "srp":
-        yield (
-            f"{where}.transport",
-            f"SRP does not run over iWARP: on {link!r} ib_srp's login is rejected (REJ, reason -104) "
-            "and ib_srpt never sees it; use a roce or ib link",
-        )
-    if target.transport == "iser" and target.stack == "lio":
-        yield (
-            f"{where}.stack",
-            f"LIO cannot serve iSER over iWARP on {link!r}: it binds its TCP and iSER listeners to the "
-            "same address and port, and siw's RDMA listener is a TCP socket (EADDRINUSE); use stack: tgt",
-        )
+def _or(items: Iterable[str]) -> str:
+    """'roce, iwarp or ib'."""
+    listed = list(items)
+    return ", ".join(listed[:-1]) + " or " + listed[-1] if len(listed) > 1 else "".join(listed)
 
 
 # In-flight I/Os of one point: the block layer's and transports' queues
@@ -494,24 +477,14 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if projection.transport is None and not declared:
             yield f"{where}.transport", "is required when the scenario declares no targets"
         transport = projection.transport
-        if transport and projection.target_stack:
-            allowed = STACK_TRANSPORTS[projection.target_stack]
-            if transport not in allowed:
-                serving = ", ".join(s for s, served in STACK_TRANSPORTS.items() if transport in served)
-                yield (
-                    f"{where}.target_stack",
-                    f"{projection.target_stack!r} does not serve {transport!r} (use {serving})",
-                )
-        if transport in TCP_TRANSPORTS and projection.fabric and projection.fabric not in TCP_FABRICS:
+        if transport and projection.target_stack and transport not in serving(projection.target_stack):
             yield (
-                f"{where}.fabric",
-                f"{transport!r} runs over TCP; {projection.fabric!r} is not modelled for it "
-                f"(use {' or '.join(TCP_FABRICS)})",
+                f"{where}.target_stack",
+                f"{projection.target_stack!r} does not serve {transport!r} "
+                f"(use {', '.join(TRANSPORTS[transport].stacks)})",
             )
-        if transport in RDMA_TRANSPORTS and projection.fabric == "eth":
-            yield f"{where}.fabric", f"{transport!r} needs an RDMA fabric (use roce, iwarp or ib)"
-        if transport == "srp" and projection.fabric == "iwarp":
-            yield f"{where}.fabric", "SRP runs over InfiniBand and RoCE, not iWARP (use ib or roce)"
+        if transport and projection.fabric:
+            yield from _fabric_for(where, transport, projection.fabric)
         yield from _nvme_only(where, projection, {transport} if transport else declared)
         yield from _digests_only_on_tcp(where, projection, {transport} if transport else declared)
     for i, workload in enumerate(scenario.workloads):
@@ -523,6 +496,25 @@ def _workloads_and_projections(scenario: Scenario) -> Iterator[tuple[str, str]]:
                     f"{transport!r} is used by no target or projection here "
                     f"(used: {', '.join(sorted(str(p) for p in possible))})",
                 )
+
+
+def fabric_problem(transport: str, fabric: str) -> str | None:
+    """Why ``transport`` is not modelled over ``fabric``, or None when it is."""
+    t, f = TRANSPORTS[transport], FABRICS[fabric]
+    if t.runs_over(fabric):
+        return None
+    if not t.rdma:
+        return f"{transport!r} runs over TCP; {fabric!r} is not modelled for it (use {_or(t.fabrics)})"
+    if not f.rdma:
+        return f"{transport!r} needs an RDMA fabric (use {_or(t.fabrics)})"
+    over = " and ".join(FABRICS[n].title for n in t.fabrics)
+    return f"{t.title} runs over {over}, not {f.title} (use {_or(t.fabrics)})"
+
+
+def _fabric_for(where: str, transport: str, fabric: str) -> Iterator[tuple[str, str]]:
+    problem = fabric_problem(transport, fabric)
+    if problem:
+        yield f"{where}.fabric", problem
 
 
 def _nvme_only(where: str, projection: Projection, transports: Iterable[str]) -> Iterator[tuple[str, str]]:
@@ -625,11 +617,12 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"{len(initiators)} initiators share this target, and a fault acts on it; faults on a "
                 "shared target are not built yet (each initiator's run would apply it again)",
             )
-        if len(initiators) > 1 and target.stack != "nvmet":
+        if len(initiators) > 1 and not STACKS[target.stack].shared:
             yield (
                 f"targets[{i}].stack",
-                f"{len(initiators)} initiators share this target; so far only nvmet serves several "
-                "initiators at once (iSCSI initiators here share one IQN)",
+                f"{len(initiators)} initiators share this target; so far only "
+                f"{' and '.join(names(STACKS, shared=True))} serves several initiators at once "
+                "(iSCSI initiators here share one IQN)",
             )
         for j, workload in enumerate(scenario.workloads):
             applies = not workload.transports or target.transport in workload.transports
@@ -650,11 +643,12 @@ def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
         if not target.paths:
             continue
         where = f"targets[{i}].paths"
-        if target.stack != "nvmet":
+        if not STACKS[target.stack].multipath:
             yield (
                 f"targets[{i}].stack",
-                "multipath is native NVMe multipath, served by nvmet (dm-multipath for iSCSI, "
-                "iSER and SRP is not built yet)",
+                "multipath is native NVMe multipath, served by "
+                f"{' and '.join(names(STACKS, multipath=True))} "
+                "(dm-multipath for iSCSI, iSER and SRP is not built yet)",
             )
         if target.link is not None:
             yield f"targets[{i}].link", "give either link or paths (the first path is the target's link)"
@@ -665,7 +659,7 @@ def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
             link = links.get(path)
             if link is None:
                 yield f"{where}[{j}]", f"{path!r} is not a link (links: {_names(list(links))})"
-            elif target.transport in RDMA_TRANSPORTS and link.fabric not in RDMA_FABRICS:
+            elif TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
                 yield (
                     f"{where}[{j}]",
                     f"{target.transport!r} needs an RDMA link, but path {path!r} is fabric {link.fabric!r} "

@@ -11,6 +11,7 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets.host import Host, StackError, sh, wait_for_devices
 from sanlab.targets.naming import NVME_PORT
@@ -56,7 +57,7 @@ def connect(
     until the connection closes.  A slow TCG guest hits that window now and
     then; the retry makes a new connection.
     """
-    trtype = "tcp" if transport == "nvme-tcp" else "rdma"
+    trtype = TRANSPORTS[transport].carrier  # nvme-cli's --transport: tcp or rdma
     options = (" --hdr-digest" if header_digest else "") + (" --data-digest" if data_digest else "")
     prepare = (
         f"modprobe nvme-{trtype}\n"

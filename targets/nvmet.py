@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.targets.backstores import Backing
 from sanlab.targets.host import Host, sh
 from sanlab.targets.naming import NVME_PORT
@@ -37,7 +38,7 @@ def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
 
 def claim(host: Host, nqn: str, transport: str, ports: int = 1) -> Export:
     """Load the transport and check that ``nqn`` is free; from here on, what is made is ours."""
-    trtype = "tcp" if transport == "nvme-tcp" else "rdma"
+    trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
     subsystem = f"{CFS}/subsystems/{nqn}"
     sh(
         host,
@@ -51,7 +52,7 @@ def claim(host: Host, nqn: str, transport: str, ports: int = 1) -> Export:
 
 def create(host: Host, export: Export, transport: str, addresses: list[str], backings: list[Backing]) -> None:
     """The subsystem, its namespaces, and a port on each address that exports it."""
-    trtype = "tcp" if transport == "nvme-tcp" else "rdma"
+    trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
     subsystem = f"{CFS}/subsystems/{export.nqn}"
     lines = [f"mkdir {subsystem}", f"echo 1 > {subsystem}/attr_allow_any_host"]
     for nsid, backing in enumerate(backings, start=1):

@@ -22,9 +22,9 @@ from typing import Protocol
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import ResultRecord, aggregate
+from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
 from sanlab.scenarios.semantics import (
-    TCP_TRANSPORTS,
     faults_of,
     faults_on,
     link_name,
@@ -155,8 +155,8 @@ def placements(
     ]
     if not found_ends:
         raise SanlabError(f"no initiator reaches target host {target.host!r}")
-    if target.transport in TCP_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
-        return [Placement(wire, "eth", None, rate, link.mtu) for wire in found_ends]
+    if not TRANSPORTS[target.transport].rdma:  # plain TCP/IP, whatever else the link carries
+        return [Placement(wire, PLAIN_FABRIC.name, None, rate, link.mtu) for wire in found_ends]
     return [Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu) for wire in found_ends]
 
 

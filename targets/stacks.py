@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 
 from sanlab.scenarios.endpoints import Endpoint
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.schema import Target
 from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
 from sanlab.targets.faults import Cables
@@ -165,7 +166,7 @@ def nvmet_connect(
 
 
 def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
-    iser = target.transport == "iser"
+    iser = TRANSPORTS[target.transport].rdma  # iSCSI over RDMA
     backings = _backings(steps, target, name, wiring.target_host)
     steps.enter_context(
         tgt.exported(
@@ -185,7 +186,7 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
 def tgt_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    i, iser = wiring.initiator_host, target.transport == "iser"
+    i, iser = wiring.initiator_host, TRANSPORTS[target.transport].rdma
     iscsi_initiator.prepare(i, INITIATOR_IQN)
     login = iscsi_initiator.logged_in(
         i,
@@ -215,7 +216,7 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             iqn(name),
             INITIATOR_IQN,
             wiring.target_address,
-            target.transport == "iser",
+            TRANSPORTS[target.transport].rdma,
             storage,
             target.size,
             target.header_digest,
@@ -235,7 +236,7 @@ def lio_connect(
     iscsi_initiator.prepare(i, INITIATOR_IQN)
     digests = (target.header_digest, target.data_digest)
     login = iscsi_initiator.logged_in(
-        i, made["iqn"], made["portal"], target.transport == "iser", *digests, _chap(target)
+        i, made["iqn"], made["portal"], TRANSPORTS[target.transport].rdma, *digests, _chap(target)
     )
     return steps.enter_context(login)
 
@@ -269,11 +270,17 @@ def _lio_srp_connect(steps: ExitStack, wiring: Wiring, made: Exported) -> list[s
 
 def service_scripts(target: Target, name: str) -> tuple[str, str]:
     """How to stop and start again the service that serves ``target`` (a restart fault)."""
-    if target.stack == "nvmet":
-        return nvmet.stop_script(nqn(name)), nvmet.start_script(nqn(name))
-    if target.stack == "lio" and target.transport in ("iscsi", "iser"):
-        return lio.stop_script(iqn(name)), lio.start_script(iqn(name))
-    raise StackError(f"{target.stack} {target.transport}: sanlab cannot restart its service")
+    if target.stack not in TRANSPORTS[target.transport].restartable or target.stack not in SERVICES:
+        raise StackError(f"{target.stack} {target.transport}: sanlab cannot restart its service")
+    stop, start, named = SERVICES[target.stack]
+    return stop(named(name)), start(named(name))
+
+
+# Each restartable stack's stop and start scripts, and what names its export (NQN or IQN).
+SERVICES: dict[str, tuple[Callable[[str], str], Callable[[str], str], Callable[[str], str]]] = {
+    "nvmet": (nvmet.stop_script, nvmet.start_script, nqn),
+    "lio": (lio.stop_script, lio.start_script, iqn),
+}
 
 
 RECIPES: dict[str, Recipe] = {

@@ -18,11 +18,10 @@ from sanlab.models.budget import qd1_budget
 from sanlab.models.network import Point, build, connections, packet_batch
 from sanlab.models.profile import Switch, load_profile
 from sanlab.models.simulate import Settings, simulate
-from sanlab.scenarios.semantics import RDMA_FABRICS, RDMA_TRANSPORTS, TCP_FABRICS, TCP_TRANSPORTS
+from sanlab.scenarios.registry import TRANSPORTS
 
-PAIRS = [(t, f) for t in TCP_TRANSPORTS for f in TCP_FABRICS] + [
-    (t, f) for t in RDMA_TRANSPORTS for f in sorted(RDMA_FABRICS)
-]
+PAIRS = [(t.name, f) for t in TRANSPORTS.values() for f in t.fabrics]
+TCP_TRANSPORTS = [t.name for t in TRANSPORTS.values() if not t.rdma]
 LINKS = [10, 25, 40, 100]
 SIZES = [4096, 16384, 65536, 131072, 1 << 20]
 RW = ["randread", "randwrite", "read", "write"]

@@ -1,0 +1,220 @@
+"""The transports, fabrics and target stacks sanlab knows: one typed object each, every fact in it.
+
+One home for them.  The scenario schema's enums, the command line's choices,
+validation, the emulator's tool and module checks, the targets' recipes, the
+model and the analyser read these objects; none of them branches on a
+transport's or fabric's name.  A new transport variant is one entry here,
+its recipes (targets/), its costs (models/stacks.yaml) and its tests.
+
+The facts are the protocols' and Linux's, not preferences: iSER, SRP and
+NVMe/RDMA need an RDMA fabric; soft-RoCE (rxe) stands in for RoCE and
+InfiniBand, soft-iWARP (siw) for iWARP; SCST and SPDK are projection-only
+because the guest image does not ship them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from sanlab.scenarios import ports
+
+# The names, as types the schema and mypy can check; the objects below must match them.
+TransportName = Literal["iscsi", "iser", "srp", "nvme-tcp", "nvme-rdma"]
+FabricName = Literal["eth", "roce", "iwarp", "ib"]
+StackName = Literal["lio", "tgt", "nvmet", "scst", "spdk"]
+RdmaDriverName = Literal["rxe", "siw"]
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A kind of link: what it carries, and what emulates it on a laptop."""
+
+    name: str
+    title: str
+    rdma: bool  # carries RDMA verbs
+    carries_tcp: bool  # a byte stream: TCP transports run on it, and RDMA too on iWARP
+    soft_driver: str | None  # the soft-RDMA driver that stands in for it in the guests
+    mpa: bool = False  # RDMA framed in TCP by MPA markers and CRCs (iWARP)
+    infiniband: bool = False  # InfiniBand's link layer (LRH, VCRC) and coded signalling rates
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A target implementation."""
+
+    name: str
+    emulated: bool  # the guest image ships it (the others are projected only)
+    configfs: bool  # configured through configfs (LIO, nvmet): sanlab checks the mount
+    tools: tuple[str, ...] = ()  # what the target host must have besides the kernel
+    shared: bool = False  # serves several initiators at once, each its own (only nvmet so far)
+    multipath: bool = False  # one export reached over several cables (native NVMe multipath)
+
+
+@dataclass(frozen=True)
+class Transport:
+    """A block-storage transport and every fact a layer needs of it."""
+
+    name: str
+    title: str
+    family: Literal["scsi", "nvme"]
+    carrier: Literal["tcp", "rdma"]
+    port: int  # where its targets listen (IANA, or the stack's own)
+    fabrics: tuple[str, ...]  # the fabrics it runs over
+    stacks: tuple[str, ...]  # the target stacks that serve it, the default first
+    restartable: tuple[str, ...]  # stacks whose service sanlab can stop and start under I/O
+    digests: bool  # header and data digests (CRC32C) are its own; RDMA checks its frames itself
+    chap: bool  # CHAP at login
+    sessions: bool  # the user logs in sessions (iSCSI, iSER); else a queue or channel per CPU
+    max_transfer: int  # the Linux initiator's largest request by default, in bytes
+    initiator_tools: tuple[str, ...]  # what the initiator host must have
+    modules: tuple[str, ...]  # kernel modules, initiator's then target's
+
+    @property
+    def rdma(self) -> bool:
+        return self.carrier == "rdma"
+
+    @property
+    def nvme(self) -> bool:
+        """NVMe hosts have blk-mq poll queues, I/O queues of their own choosing, and controller resets."""
+        return self.family == "nvme"
+
+    @property
+    def default_stack(self) -> str:
+        return self.stacks[0]
+
+    def runs_over(self, fabric: str) -> bool:
+        return fabric in self.fabrics
+
+
+FABRICS: dict[str, Fabric] = {
+    f.name: f
+    for f in (
+        Fabric("eth", "Ethernet", rdma=False, carries_tcp=True, soft_driver=None),
+        Fabric("roce", "RoCE", rdma=True, carries_tcp=False, soft_driver="rxe"),
+        Fabric("iwarp", "iWARP", rdma=True, carries_tcp=True, soft_driver="siw", mpa=True),
+        Fabric("ib", "InfiniBand", rdma=True, carries_tcp=False, soft_driver="rxe", infiniband=True),
+    )
+}
+
+STACKS: dict[str, Stack] = {
+    s.name: s
+    for s in (
+        Stack("lio", emulated=True, configfs=True),
+        Stack("tgt", emulated=True, configfs=False, tools=("tgtadm",)),
+        Stack("nvmet", emulated=True, configfs=True, shared=True, multipath=True),
+        Stack("scst", emulated=False, configfs=False),
+        Stack("spdk", emulated=False, configfs=False),
+    )
+}
+
+# The kernel module of each soft-RDMA driver.
+SOFT_RDMA_MODULES = {"rxe": "rdma_rxe", "siw": "siw"}
+
+_SCSI_MAX = 512 << 10  # open-iscsi's and ib_srp's max_sectors
+_NVME_MAX = 128 << 10  # the NVMe-oF hosts' default max_hw_sectors
+
+TRANSPORTS: dict[str, Transport] = {
+    t.name: t
+    for t in (
+        Transport(
+            "iscsi", "iSCSI", "scsi", "tcp", ports.ISCSI_PORT, ("eth", "iwarp"),
+            ("lio", "tgt", "scst", "spdk"), ("lio",), digests=True, chap=True, sessions=True,
+            max_transfer=_SCSI_MAX, initiator_tools=("iscsiadm",),
+            modules=("iscsi_tcp", "iscsi_target_mod"),
+        ),
+        Transport(
+            "iser", "iSER", "scsi", "rdma", ports.ISCSI_PORT, ("roce", "iwarp", "ib"),
+            ("lio", "tgt", "scst"), ("lio",), digests=False, chap=True, sessions=True,
+            max_transfer=_SCSI_MAX, initiator_tools=("iscsiadm",),
+            modules=("ib_iser", "ib_isert"),
+        ),
+        Transport(
+            "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
+            ("lio", "scst"), (), digests=False, chap=False, sessions=False,
+            max_transfer=_SCSI_MAX, initiator_tools=(),
+            modules=("ib_srp", "ib_srpt"),
+        ),
+        Transport(
+            "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
+            ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
+            max_transfer=_NVME_MAX, initiator_tools=("nvme",),
+            modules=("nvme_tcp", "nvmet_tcp"),
+        ),
+        Transport(
+            "nvme-rdma", "NVMe/RDMA", "nvme", "rdma", ports.NVME_PORT, ("roce", "iwarp", "ib"),
+            ("nvmet", "spdk"), ("nvmet",), digests=False, chap=False, sessions=False,
+            max_transfer=_NVME_MAX, initiator_tools=("nvme",),
+            modules=("nvme_rdma", "nvmet_rdma"),
+        ),
+    )
+}  # fmt: skip
+
+# The fabric a TCP transport is placed on, whatever else its link carries, and the one an RDMA
+# transport is projected on when nothing says which.
+PLAIN_FABRIC = FABRICS["eth"]
+DEFAULT_RDMA_FABRIC = FABRICS["roce"]
+
+TRANSPORT_NAMES: tuple[str, ...] = TransportName.__args__  # type: ignore[attr-defined]
+FABRIC_NAMES: tuple[str, ...] = FabricName.__args__  # type: ignore[attr-defined]
+STACK_NAMES: tuple[str, ...] = StackName.__args__  # type: ignore[attr-defined]
+if (tuple(TRANSPORTS), tuple(FABRICS), tuple(STACKS)) != (TRANSPORT_NAMES, FABRIC_NAMES, STACK_NAMES):
+    raise AssertionError("registry: the objects and the name types must list the same names, in order")
+
+
+def transport(name: str) -> Transport:
+    return TRANSPORTS[name]
+
+
+def fabric(name: str) -> Fabric:
+    return FABRICS[name]
+
+
+def names(items: Mapping[str, object], **facts: object) -> tuple[str, ...]:
+    """The names of the entries whose attributes equal ``facts``: names(TRANSPORTS, carrier="tcp")."""
+    return tuple(n for n, item in items.items() if all(getattr(item, k) == v for k, v in facts.items()))
+
+
+def serving(stack: str) -> tuple[str, ...]:
+    """The transports ``stack`` serves."""
+    return tuple(t.name for t in TRANSPORTS.values() if stack in t.stacks)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """What the guests' Linux (6.1) refuses for one transport, stack and fabric, as seen there."""
+
+    transport: str
+    stack: str | None  # None: every stack
+    fabric: str
+    field: str  # the target field the refusal names
+    why: str  # {link} is the link's name
+
+
+EMULATION_LIMITS = (
+    Limit(
+        "srp", None, "iwarp", "transport",
+        "SRP does not run over iWARP: on {link} ib_srp's login is rejected (REJ, reason -104) "
+        "and ib_srpt never sees it; use a roce or ib link",
+    ),
+    Limit(
+        "iser", "lio", "iwarp", "stack",
+        "LIO cannot serve iSER over iWARP on {link}: it binds its TCP and iSER listeners to the "
+        "same address and port, and siw's RDMA listener is a TCP socket (EADDRINUSE); use stack: tgt",
+    ),
+)  # fmt: skip
+
+
+def limits(transport: str, stack: str, fabric: str) -> list[Limit]:
+    """The emulation limits that refuse this transport, served by ``stack``, over ``fabric``."""
+    return [
+        lim
+        for lim in EMULATION_LIMITS
+        if (lim.transport, lim.fabric) == (transport, fabric) and lim.stack in (None, stack)
+    ]
+
+
+def driver_fabric(driver: str) -> Fabric:
+    """The first fabric a soft-RDMA driver stands in for (rxe: RoCE; siw: iWARP)."""
+    return next(f for f in FABRICS.values() if f.soft_driver == driver)
