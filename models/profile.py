@@ -24,6 +24,7 @@ from sanlab.models.params import set_param
 from sanlab.models.pcie import MPS_DEFAULT, pcie_gbps
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
+from sanlab.scenarios.registry import FABRICS, FabricName
 from sanlab.scenarios.schema import Scenario, Stack
 
 
@@ -83,7 +84,7 @@ class Nic(_Strict):
     """A network adapter and the link it drives."""
 
     name: str
-    fabrics: list[Literal["eth", "roce", "iwarp", "ib"]]
+    fabrics: list[FabricName]
     link_gbps: list[float]
     toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
     # TSO/GSO on send and GRO on receive, on by default in Linux on every NIC
@@ -281,7 +282,7 @@ class Profile(_Strict):
             )
 
         def preference(nic: Nic) -> tuple[bool, bool, int]:
-            offloaded = fabric == "eth" and nic.toe
+            offloaded = not FABRICS[fabric].rdma and nic.toe
             exact = any(abs(g - link_gbps) < 1e-6 for g in nic.link_gbps)
             return offloaded, not exact, self.nics.index(nic)
 
@@ -330,8 +331,13 @@ def profile_names(shipped_only: bool = False) -> list[str]:
 
 
 def fit_path(profile: Path) -> Path:
-    """Where ``sanlab calibrate --write`` keeps a profile's fitted values."""
-    return profile.with_name(profile.stem + ".fit.yaml")
+    """Where ``sanlab calibrate --write`` keeps a profile's fitted values: beside it.
+
+    Beside the file itself, not the link to it: an editable install reaches
+    the clone's files through a tree of links, and a fit written there would
+    miss the clone (where ``--help`` says it goes) and vanish on reinstall.
+    """
+    return profile.resolve().with_name(profile.stem + ".fit.yaml")
 
 
 def apply_fit(data: Any, profile: Path) -> Any:
