@@ -68,7 +68,7 @@ def read_text(path: Path) -> str:
 _Base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_Base):  # type: ignore[misc]
+class _Loader(_Base):
     """A safe loader; kept separate so nothing here changes PyYAML's global loader."""
 
 
