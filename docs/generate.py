@@ -9,6 +9,7 @@
 - ``docs/generated/sweep-pareto.png``: a sweep of the shipped spec, by MVA.
 - ``docs/generated/ladder-iscsi-read.svg`` and ``lab-project-100g.png``: the
   labs' diagrams, from a golden capture and from ``sanlab model``.
+- ``docs/generated/setup-LAB.svg``: each lab's set-up, from its scenario file.
 
 Nothing here is hand-maintained, so the site cannot drift from the code.
 
@@ -261,6 +262,18 @@ def sweep_chart(out: Path) -> None:
         (out / "sweep-pareto.png").write_bytes((Path(tmp) / "sweep" / "pareto.png").read_bytes())
 
 
+def setup_diagrams(out: Path) -> None:
+    """Each lab's hosts, stacks and cables, drawn from its scenario: the set-up, never an answer."""
+    sys.path.insert(0, str(DOCS))
+    import setup_diagram
+
+    from sanlab.scenarios.loader import load_scenario
+
+    for path in sorted((REPO / "scenarios" / "labs").glob("*.yaml")):
+        if not path.name.endswith(".checks.yaml"):
+            setup_diagram.write(load_scenario(path), out / f"setup-{path.stem}.svg")
+
+
 def main() -> None:
     (DOCS / "reference").mkdir(exist_ok=True)
     (DOCS / "generated").mkdir(exist_ok=True)
@@ -270,6 +283,7 @@ def main() -> None:
     lab_pictures(DOCS / "generated")
     sweep_chart(DOCS / "generated")
     budget_chart(DOCS / "generated" / "qd1-budget.png")
+    setup_diagrams(DOCS / "generated")
     print(f"wrote {DOCS / 'reference'} and {DOCS / 'generated'}", file=sys.stderr)
 
 

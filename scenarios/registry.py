@@ -45,6 +45,7 @@ class Stack:
     """A target implementation."""
 
     name: str
+    title: str
     emulated: bool  # the guest image ships it (the others are projected only)
     configfs: bool  # configured through configfs (LIO, nvmet): sanlab checks the mount
     tools: tuple[str, ...] = ()  # what the target host must have besides the kernel
@@ -68,6 +69,7 @@ class Transport:
     chap: bool  # CHAP at login
     sessions: bool  # the user logs in sessions (iSCSI, iSER); else a queue or channel per CPU
     max_transfer: int  # the Linux initiator's largest request by default, in bytes
+    initiator: str  # the Linux initiator that speaks it
     initiator_tools: tuple[str, ...]  # what the initiator host must have
     modules: tuple[str, ...]  # kernel modules, initiator's then target's
 
@@ -101,11 +103,11 @@ FABRICS: dict[str, Fabric] = {
 STACKS: dict[str, Stack] = {
     s.name: s
     for s in (
-        Stack("lio", emulated=True, configfs=True),
-        Stack("tgt", emulated=True, configfs=False, tools=("tgtadm",)),
-        Stack("nvmet", emulated=True, configfs=True, shared=True, multipath=True),
-        Stack("scst", emulated=False, configfs=False),
-        Stack("spdk", emulated=False, configfs=False),
+        Stack("lio", "LIO", emulated=True, configfs=True),
+        Stack("tgt", "tgt", emulated=True, configfs=False, tools=("tgtadm",)),
+        Stack("nvmet", "nvmet", emulated=True, configfs=True, shared=True, multipath=True),
+        Stack("scst", "SCST", emulated=False, configfs=False),
+        Stack("spdk", "SPDK", emulated=False, configfs=False),
     )
 }
 
@@ -121,31 +123,31 @@ TRANSPORTS: dict[str, Transport] = {
         Transport(
             "iscsi", "iSCSI", "scsi", "tcp", ports.ISCSI_PORT, ("eth", "iwarp"),
             ("lio", "tgt", "scst", "spdk"), ("lio",), digests=True, chap=True, sessions=True,
-            max_transfer=_SCSI_MAX, initiator_tools=("iscsiadm",),
+            max_transfer=_SCSI_MAX, initiator="open-iscsi", initiator_tools=("iscsiadm",),
             modules=("iscsi_tcp", "iscsi_target_mod"),
         ),
         Transport(
             "iser", "iSER", "scsi", "rdma", ports.ISCSI_PORT, ("roce", "iwarp", "ib"),
             ("lio", "tgt", "scst"), ("lio",), digests=False, chap=True, sessions=True,
-            max_transfer=_SCSI_MAX, initiator_tools=("iscsiadm",),
+            max_transfer=_SCSI_MAX, initiator="open-iscsi (iSER)", initiator_tools=("iscsiadm",),
             modules=("ib_iser", "ib_isert"),
         ),
         Transport(
             "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
             ("lio", "scst"), (), digests=False, chap=False, sessions=False,
-            max_transfer=_SCSI_MAX, initiator_tools=(),
+            max_transfer=_SCSI_MAX, initiator="ib_srp", initiator_tools=(),
             modules=("ib_srp", "ib_srpt"),
         ),
         Transport(
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
             ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
-            max_transfer=_NVME_MAX, initiator_tools=("nvme",),
+            max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-tcp)", initiator_tools=("nvme",),
             modules=("nvme_tcp", "nvmet_tcp"),
         ),
         Transport(
             "nvme-rdma", "NVMe/RDMA", "nvme", "rdma", ports.NVME_PORT, ("roce", "iwarp", "ib"),
             ("nvmet", "spdk"), ("nvmet",), digests=False, chap=False, sessions=False,
-            max_transfer=_NVME_MAX, initiator_tools=("nvme",),
+            max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-rdma)", initiator_tools=("nvme",),
             modules=("nvme_rdma", "nvmet_rdma"),
         ),
     )

@@ -65,11 +65,13 @@ def check(lab: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("lab", LABS)
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_each_lab_has_its_handout_scenario_key_and_consistent_checks(lab):
     exercises = load_exercises(LABS_DIR / f"{lab}.checks.yaml")
     scenario = load_checked(LABS_DIR / f"{exercises.lab}.yaml")
     handout = (DOCS / f"{lab}.md").read_text()
-    for part in ("**Goals.**", "## Background", "## Steps", "## Questions", "**Time:**", "](../generated/"):
+    setup = f"](../generated/setup-{exercises.lab}.svg)"  # the set-up, drawn from the scenario
+    for part in ("**Goals.**", "## Background", "## Steps", "## Questions", "**Time:**", setup):
         assert part in handout, part
     assert f"sanlab lab check {lab} " in handout
     targets = {t.name for t in scenario.targets}
@@ -98,12 +100,14 @@ def test_a_bad_exercise_file_is_refused_with_its_field(tmp_path):
         load_exercises(path)
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_an_unknown_exercise_lists_the_known_ones(tmp_path):
     result = bash("sanlab lab check no-lab no-such-exercise", tmp_path)
     assert result.returncode == 1 and "no such exercise (known:" in result.stderr
     assert "iscsi-wire" in result.stderr
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_projection_lab_checker_fails_before_the_solution_and_passes_after(tmp_path):
     before = check("project-100g", tmp_path)
     assert before.returncode == 1 and "next:" in before.stdout and "no answers file" in before.stdout
@@ -177,3 +181,23 @@ def test_a_labs_targets_from_separate_shells_and_a_root_console(tmp_path, guest_
     finally:
         down = bash(f"sanlab lab down {lab}", tmp_path)
     assert "target nvme-rdma (export): undone" in down.stdout
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_setup_picture_shows_the_setup_and_no_answer(lab):
+    """Drawn from the scenario: its hosts, stacks and cables are there; no fixed answer is."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(REPO / "docs"))
+    import setup_diagram
+
+    exercises = load_exercises(LABS_DIR / f"{lab}.checks.yaml")
+    scenario = load_checked(LABS_DIR / f"{exercises.lab}.yaml")
+    svg = setup_diagram.setup_svg(scenario)
+    words = set(re.findall(r"[\w./()-]+", re.sub(r"<[^>]+>", " ", svg)))
+    assert {h.name for h in scenario.hosts} <= words
+    assert all(f"{link.name}:" in svg for link in scenario.links)
+    answers = [s.answer.equals for e in exercises.exercises.values() for s in e.steps if s.answer]
+    for answer in (a for a in answers if a is not None):
+        assert str(answer) not in words, f"the set-up picture gives away {answer!r}"
