@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,29 @@ def reruns(records) -> int:
     """How many records come from a second attempt, made after the link doctor revived a
     stalled link (``sanlab run`` does the same; such a record's note says so)."""
     return sum(1 for r in records if r.note and "stalled link" in r.note)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+# Popen options for a child a test will interrupt with SIGINT, as Ctrl-C would from a terminal.
+# A shell starts background jobs with SIGINT ignored and children inherit that, so Python in
+# the child would never raise KeyboardInterrupt and the test would see SIGINT do nothing.
+INTERRUPTIBLE = {"preexec_fn": _default_sigint}
+
+
+def sanlab_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``sanlab ARGS`` run in this process by click's runner, answered as a subprocess would be.
+
+    What the user is told is the same (exit code, stdout, stderr apart); it costs milliseconds
+    instead of an interpreter's start, so a test that checks messages stays in the fast tier.
+    """
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    result = CliRunner().invoke(cli, list(args), env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(["sanlab", *args], result.exit_code, result.stdout, result.stderr)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from sanlab.scenarios.records import ResultRecord
-from support import REPO, SCENARIOS
+from support import INTERRUPTIBLE, REPO, SCENARIOS
 
 pytestmark = pytest.mark.vm
 
@@ -57,6 +57,7 @@ def test_an_interrupted_run_keeps_its_finished_points(guest_image, tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        **INTERRUPTIBLE,
     )
     deadline = time.monotonic() + 600
     while not _records(results) and run.poll() is None and time.monotonic() < deadline:

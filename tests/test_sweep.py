@@ -21,7 +21,7 @@ from sanlab.models.simulate import Settings
 from sanlab.models.sweep import expand, load_spec, point_seed, solve_point, to_point
 from sanlab.models.sweep_goals import pareto_front, parse_goal
 from sanlab.scenarios.errors import ScenarioError
-from support import REPO
+from support import INTERRUPTIBLE, REPO
 
 SMALL = {
     "axes": {"transport": ["nvme-tcp", "nvme-rdma", "iser"], "iodepth": [1, 32], "cores": [4, 16]},
@@ -110,6 +110,7 @@ def test_where_auto_picks_mva_it_agrees_with_simulation(tmp_path):
     assert checked >= len(grid.points) // 3
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_serial_and_local_cluster_give_identical_tables(tmp_path):
     spec = _spec(tmp_path, SMALL)
     serial = _sweep(str(spec), "--out", str(tmp_path / "serial"), "--serial")
@@ -137,6 +138,7 @@ def test_another_spec_into_the_same_folder_is_refused(tmp_path):
     assert result.exit_code == 1 and "holds a sweep of another spec" in result.output
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_an_interrupted_sweep_resumes_without_recomputing(tmp_path):
     spec = _spec(
         tmp_path,
@@ -147,7 +149,9 @@ def test_an_interrupted_sweep_resumes_without_recomputing(tmp_path):
     spec.write_text(yaml.safe_dump(spec_data))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "sanlab", "sweep", str(spec), "--out", str(out), "--serial"]
-    run = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **INTERRUPTIBLE
+    )
     journal = out / "points.jsonl"
     deadline = time.monotonic() + 120
     while run.poll() is None and time.monotonic() < deadline:
@@ -166,6 +170,7 @@ def test_an_interrupted_sweep_resumes_without_recomputing(tmp_path):
     assert (out / "results.csv").read_text() == (tmp_path / "fresh" / "results.csv").read_text()
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_a_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
     """A scheduler and a worker as separate processes, as a user's cluster would be."""
     dask = Path(sys.executable).with_name("dask")
@@ -210,6 +215,7 @@ def test_a_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
                 process.wait(timeout=30)
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_an_unreachable_scheduler_is_one_line(tmp_path):
     result = _sweep(
         str(_spec(tmp_path, SMALL)), "--out", str(tmp_path / "o"), "--scheduler", "tcp://127.0.0.1:9"
