@@ -1,12 +1,48 @@
-"""Session fixtures; see support.py for paths and the missing-tool rule."""
+"""Session fixtures and the test tiers; see support.py for paths and the missing-tool rule.
+
+Tiers (tox -e fast / unit / vm; the README's test command runs them all):
+  fast   no subprocess, VM, tshark or browser: what an edit needs checked, in under 2 minutes
+  unit   everything but the VMs
+  vm     tests that boot QEMU guests
+
+A test says what it needs by its markers (``subprocess``, ``browser``, ``slow``,
+``tshark``, ``vm``; see pyproject.toml).  The fast tier does not trust them: with
+SANLAB_TIER=fast a test that starts a process fails, naming the marker it lacks,
+so a slow test cannot slip into the fast tier unnoticed.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from support import SHARED, require_path
+
+FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request, monkeypatch):
+    """Under SANLAB_TIER=fast, starting a process (subprocess, multiprocessing, fork) fails the test."""
+    if not FAST_TIER:
+        return
+    import _posixsubprocess
+    import subprocess
+
+    def refuse(*args, **kwargs):
+        pytest.fail(
+            f"{request.node.nodeid} starts a process, which the fast tier does not: "
+            "mark it @pytest.mark.subprocess (or slow, browser, tshark, vm)",
+            pytrace=False,
+        )
+
+    # Every way Python starts one: subprocess (and asyncio through it), multiprocessing, os.
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(_posixsubprocess, "fork_exec", refuse)
+    for name in ("fork", "forkpty", "posix_spawn", "posix_spawnp", "system"):
+        monkeypatch.setattr(os, name, refuse)
 
 
 @pytest.fixture(scope="session")

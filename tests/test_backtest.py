@@ -60,6 +60,7 @@ def studies(calibration_dir):
     return load_studies(None, calibration_dir)
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_committed_fit_is_reproducible(studies):
     result = solve(joint_task(studies))
     committed = {
@@ -86,6 +87,7 @@ def test_one_linux_initiator_has_one_cost_in_every_profile():
     assert len(iscsi) == 1
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_cross_validation_predicts_unseen_cells(studies):
     """Within a bench the unseen cells are predicted within 25 %; a whole bench left out within 35 %."""
     for label, use in holdouts(studies):
@@ -109,6 +111,7 @@ def test_no_published_figure_inside_model_code(zeta, starwind):
         assert not (numbers & figures), f"{path} contains published figures {numbers & figures}"
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_dir):
     """What stacks.fit.yaml (and so the READMEs) quote is what `sanlab calibrate` prints, seed 1."""
     committed = load_raw(str(REPO / "models/stacks.fit.yaml"))["result"]
@@ -128,6 +131,7 @@ def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_di
         assert f"{count['inside']} of {count['cells']}" in readme, label
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_writing_a_fit_of_one_study_is_refused_before_fitting():
     """The stacks' costs belong to every study: refitting them from one would silently drop the other."""
     before = (REPO / "models/stacks.fit.yaml").read_text()

@@ -104,6 +104,7 @@ def test_run_refuses_a_bad_file_before_booting(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_the_whole_corpus_in_one_real_process(tmp_path):
     """The installed command, not the test runner: one line per problem, each naming its file."""
     paths = []

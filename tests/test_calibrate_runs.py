@@ -128,6 +128,7 @@ def test_cells_left_out_of_the_fit_are_projected_within_5_percent(profiles, tmp_
         assert projected == pytest.approx(truth, rel=0.05), point
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_the_cli_writes_a_profile_that_model_then_uses(profiles, tmp_path):
     run = write_run(tmp_path / "run", cells()[:16])
     env = dict(os.environ, SANLAB_PROFILES=str(profiles))

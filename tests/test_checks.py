@@ -73,6 +73,7 @@ def test_a_row_allowed_more_than_line_rate_physics_says_it_is_a_known_miss():
     assert loose  # the NVIDIA and Marvell tables carry misses the README explains
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_a_known_miss_is_one_the_model_does_not_admit_and_line_rate_rows_are_inside(judged):
     """A row within line-rate tolerance lies inside its projection's 95 % interval; a row
     allowed more (a known miss) lies outside it: no parameter value the tables allow

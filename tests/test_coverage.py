@@ -27,6 +27,7 @@ def _qd1(study):
     return [r for r in study.rows if r.point.transport != "local" and r.point.outstanding == 1]
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies):
     """With StarWind left out its NVMe stacks, drive and NIC sit at their priors: wider intervals."""
     starwind = next(s for s in studies if s.name == "starwind-2024")
@@ -42,6 +43,7 @@ def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies)
         assert SOLVER_FLOOR <= fitted < held
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_a_cell_bound_by_the_wire_keeps_only_the_solvers_floor(studies):
     """Zeta's 64 KiB reads at 10 GbE fill the link: no parameter moves them."""
     zeta = next(s for s in studies if s.name == "zeta-2016")

@@ -24,7 +24,7 @@ import pytest
 
 from support import REPO, require_tool
 
-pytestmark = pytest.mark.tshark
+pytestmark = [pytest.mark.tshark, pytest.mark.browser]  # the ladders need tshark
 SCREENSHOTS = REPO / "runs" / "docs-screenshots"
 KEY_PAGES = [
     "index.html",

@@ -182,6 +182,7 @@ def test_an_rdma_device_that_stopped_working_is_found_and_its_nic_reset(pair):
     assert "rping" in revived.detail and "over" in revived.detail
 
 
+@pytest.mark.long  # a guest reset under TCG takes 2-5 minutes: benchmarks/long_vm_tests.py runs it
 def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
     """A blackhole route outlives down/up and the NIC reset (it names no device), as a wedged
     kernel would: both hosts are rebooted in their QEMU processes and set up again."""

@@ -14,6 +14,8 @@ import pytest
 from sanlab.targets.fio import FioJob, judge, parse
 from support import require_tool
 
+pytestmark = pytest.mark.subprocess  # runs fio (or a shell) on this machine
+
 MIB = 1 << 20
 
 

@@ -139,6 +139,7 @@ def test_report_never_writes_through_a_symlink(tmp_path):
     assert outside.read_text() == "precious" and (report / "results.json").is_symlink()
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_report_replaces_its_own_files_beside_the_users(tmp_path):
     report = tmp_path / "report"
     report.mkdir()
@@ -177,6 +178,7 @@ def stranger():
     proc.wait()
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_lab_down_checks_the_name_before_it_reads_or_signals(tmp_path, stranger):
     runtime = tmp_path / "run"
     victim = tmp_path / "victim"
@@ -189,6 +191,7 @@ def test_lab_down_checks_the_name_before_it_reads_or_signals(tmp_path, stranger)
 
 
 @pytest.mark.parametrize("started", [None, 12345])
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_a_stale_keeper_file_never_gets_a_stranger_killed(tmp_path, stranger, started):
     runtime = tmp_path / "run"
     env = {"XDG_RUNTIME_DIR": str(runtime)}

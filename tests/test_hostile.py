@@ -46,7 +46,14 @@ def _plant(folder: Path, files: dict[str, str]) -> None:
             path.write_text(content.replace("{d}", str(folder)))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+# Cases that get as far as tshark (analyze of a real capture): not in the fast tier.
+REACH_TSHARK = {"analyze-io-past"}
+PARAMS = [
+    pytest.param(c, id=c.name, marks=[pytest.mark.tshark] if c.name in REACH_TSHARK else []) for c in CASES
+]
+
+
+@pytest.mark.parametrize("case", PARAMS)
 def test_hostile(tmp_path, monkeypatch, case: Hostile):
     monkeypatch.chdir(REPO)
     _plant(tmp_path, case.files)

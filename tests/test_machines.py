@@ -180,6 +180,7 @@ def test_an_ssh_destination_that_looks_like_an_option_is_refused():
         SshHost("t", "-oProxyCommand=id")
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_dry_run_of_vms_prints_each_hosts_commands_and_boots_nothing(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "sanlab", "run", str(SCENARIOS / "smoke.yaml"), "--dry-run"],
@@ -207,6 +208,7 @@ def test_the_shipped_real_machine_example_validates_alone_and_with_its_inventory
     assert [h.ssh for h in reached.hosts] == ["root@192.0.2.11", "root@192.0.2.12"]
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_running_real_machines_nobody_can_reach_is_refused_in_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "sanlab", "run", str(SCENARIOS / "machines" / "two-servers.yaml")],

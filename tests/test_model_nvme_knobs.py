@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
+from support import sanlab_here
 
 POINT = ["--fabric", "eth", "--link-gbps", "100", "--rw", "randread", "--bs", "4k", "--iodepth", "1"]
 
 
-def sanlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sanlab", *args], capture_output=True, text=True, timeout=120
-    )
+sanlab = sanlab_here  # in this process: the fast tier starts none
 
 
 @pytest.mark.parametrize("knob", [["--poll"], ["--queues", "2"]])

@@ -110,6 +110,7 @@ class ThisMachine:
         return Reply(done.returncode, done.stdout, done.stderr)
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_a_disconnect_waits_for_a_connect_still_in_the_kernel(monkeypatch):
     """A Connect whose command was given up on can still make its controller: the disconnect
     waits for it to return (here a process whose command line is such a Connect's), and only

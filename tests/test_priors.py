@@ -59,6 +59,7 @@ def test_the_prior_term_is_zero_at_the_value_and_one_weight_per_sigma():
     assert prior.residual(math.log(4.0) + prior.sigma) == pytest.approx(PRIOR_WEIGHT)
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_a_parameter_no_cell_sees_stays_at_its_prior_and_is_flagged():
     """Without Zeta's 56 Gb/s cells no cell is SRP: its costs are the priors' (or iSER's, by `like`)."""
     studies = load_studies(None, None)
@@ -77,6 +78,7 @@ def test_a_parameter_no_cell_sees_stays_at_its_prior_and_is_flagged():
         assert result.intervals[name] == pytest.approx(expected, rel=0.05)
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_a_parameter_the_cells_pin_has_an_interval_much_narrower_than_its_prior():
     result = solve(joint_task(load_studies(None, None)))
     name = "stacks.initiators.iscsi.kcycles_per_io"  # both benches' iSCSI cells see it

@@ -54,6 +54,7 @@ def test_core_is_a_what_if_like_cores(tmp_path):
     assert mva.solve(build(newer)).iops > mva.solve(build(point)).iops
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_an_unknown_core_in_a_scenario_or_a_sweep_is_refused_before_projecting(tmp_path):
     import subprocess
     import sys

@@ -17,6 +17,7 @@ from sanlab.scenarios.errors import SanlabError
 EDGE = {"nvme-tcp": reach.Reach(gbytes_per_s=7.0, job_gbytes_per_s=2.0)}
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_the_committed_reach_is_what_the_published_rows_reach(calibration_dir):
     """stacks.fit.yaml's reach is measured from the fitted rows (with the committed fit's projections
     of them) and the rows the model must meet, so it moves when either does and cannot be edited by
@@ -63,6 +64,7 @@ def test_a_projection_past_the_tables_says_so_and_one_inside_them_does_not():
     assert "note, nvidia: extrapolated" in text_table([Cell("nvidia", flagged, None)], "t")
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_rows_the_model_meets_extend_the_reach_and_a_known_miss_does_not():
     """Mellanox's NVMe/RDMA and Chelsio's iSER at about 11 GB/s, met within line-rate tolerance,
     carry the reach past the fitted tables' 6-7 GB/s; NVIDIA's NVMe/TCP rows, a known miss,

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,13 +11,12 @@ import yaml
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import schema_text
-from support import SCENARIOS
+from support import SCENARIOS, sanlab_here
 
 SHIPPED = sorted(SCENARIOS.glob("*.yaml"))
 
 
-def sanlab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sanlab", *args], capture_output=True, text=True)
+sanlab = sanlab_here  # in this process: the fast tier starts none
 
 
 def test_there_are_scenarios():

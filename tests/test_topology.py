@@ -211,6 +211,7 @@ def test_switches_are_refused_between_real_machines():
     assert "switches are emulated" in problems(data)
 
 
+@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_the_model_projects_as_many_initiators_as_the_topology_puts_on_the_target():
     done = subprocess.run(
         [sys.executable, "-m", "sanlab", "model", str(INCAST), "--json"],

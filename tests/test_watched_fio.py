@@ -21,6 +21,8 @@ from sanlab.targets import faults
 from sanlab.targets.host import StackError
 from support import Reply, require_tool
 
+pytestmark = pytest.mark.subprocess  # runs fio (or a shell) on this machine
+
 
 @dataclass
 class ThisMachine:

@@ -1,0 +1,33 @@
+"""The VM tests too long for CI's time, run and timed: each names why it is long.
+
+CI runs every VM test but these (``-m "vm and not long"``); they hold the
+same assertions and run here, with their times printed for the docs.
+
+    python benchmarks/long_vm_tests.py          # needs the system packages and the guest image
+
+Measured on the 2-core development machine under TCG (emulator/README.md
+keeps the figures): a reboot of both guests takes 2-5 minutes each time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    started = time.monotonic()
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "long", "--durations=0", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO,
+    )
+    print(f"long VM tests: exit {run.returncode} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return run.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
