@@ -7,19 +7,18 @@ layer checks devices and runs the matrix, and this prints what they say.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from sanlab.emulator.machines import Preflight, connect, describe, preflight
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.records import RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import link_name
 from sanlab.targets import runner
-
-Say = Callable[[str], None]
 
 
 @contextmanager

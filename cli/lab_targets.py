@@ -32,6 +32,7 @@ from sanlab.emulator.qemu import process_argv, process_start
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets.runner import Placement, place, target_name
 from sanlab.targets.stacks import connect_only, export_only
@@ -43,7 +44,6 @@ READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 180.0
 STATUS_BYTES = 1 << 20
 KEEPER_MODULE = "sanlab.lab_keeper"
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ import subprocess
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,6 +26,7 @@ import yaml
 
 from sanlab.emulator.cpio import tar_to_cpio
 from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.scenarios.hosts import Say
 
 RECIPE_FILES = ("recipe.yaml", "customize.sh", "init", "agent.py")
 FORMAT = "1"  # bump when the packing below changes
@@ -51,8 +51,6 @@ _DROP_PREFIXES = (
     "usr/share/i18n/",
     "usr/share/common-licenses/",
 )
-
-Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -169,7 +167,7 @@ def missing_packages(building: bool) -> list[str]:
     return sorted({package for command, package in tools.items() if shutil.which(command) is None})
 
 
-def ready_image(progress: Progress) -> Image:
+def ready_image(progress: Say) -> Image:
     """The guest image, built first if this machine has none: what 'lab up' and 'run' boot.
 
     Every missing system package is named at once, in the one apt-get line
@@ -192,7 +190,7 @@ def ready_image(progress: Progress) -> Image:
     return build_image(progress)
 
 
-def build_image(progress: Progress = lambda line: None, force: bool = False) -> Image:
+def build_image(progress: Say = lambda line: None, force: bool = False) -> Image:
     """Build the guest image for the current recipe (or return the cached one)."""
     existing = current_image()
     if existing and not force:
@@ -231,7 +229,7 @@ def build_image(progress: Progress = lambda line: None, force: bool = False) -> 
     return Image(key, final)
 
 
-def _mmdebstrap(tar_path: Path, work: Path, progress: Progress) -> None:
+def _mmdebstrap(tar_path: Path, work: Path, progress: Say) -> None:
     spec = recipe()
     packages = list(spec["packages"])  # type: ignore[call-overload]
     build_packages = " ".join(spec["build_packages"])  # type: ignore[arg-type]

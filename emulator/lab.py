@@ -48,11 +48,11 @@ from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Link, Scenario
 from sanlab.scenarios.semantics import link_name, rdma_driver
 from sanlab.scenarios.topology import FABRIC_HOST, Port, is_switched, ports
 
-Say = Callable[[str], None]
 BOOT_TIMEOUT = 180.0
 # A reset guest can boot far slower than a fresh one under TCG, in unpacking
 # its initramfs (why is not established).  Measured on a 2-core host after the

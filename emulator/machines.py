@@ -15,19 +15,17 @@ result says which hardware produced it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
 
-from sanlab.emulator.agent import Completed
 from sanlab.emulator.ssh import SshHost, check_identity
 from sanlab.scenarios.endpoints import Endpoint
+from sanlab.scenarios.hosts import Host
 from sanlab.scenarios.registry import STACKS, TRANSPORTS
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import link_name, target_link
 
-Say = Callable[[str], None]
 TOOLS = ("fio", "nvme", "iscsiadm", "tgtadm", "rdma", "ethtool", "lsblk", "blkid")
 MODULES = tuple(m for t in TRANSPORTS.values() for m in t.modules)
 
@@ -59,13 +57,6 @@ if [ -d "$s" ]; then
   echo "nic.$n.rdma=$rdma"
 fi
 """
-
-
-class Host(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed: ...
 
 
 @dataclass(frozen=True)

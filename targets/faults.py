@@ -25,10 +25,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Fault
 from sanlab.targets.host import Host, StackError
 
-Say = Callable[[str], None]
 # How long one look at a running fio waits in the host for it to end.
 POLL_S = 2.0
 # How long a replugged cable has to carry a ping again before the run stops

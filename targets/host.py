@@ -1,48 +1,17 @@
-"""The host interface the targets layer needs, and nothing more.
+"""Running scripts on a Host (scenarios/hosts.py) the way the targets layer needs.
 
-Anything with a name that can run a shell command (returning exit code and
-output), start a background command, and write or read a file is a Host.
-sanlab's VMs are Hosts; a machine reached over SSH could be one too.
+``sh`` runs a script with ``set -e`` and names the step that failed;
+``wait_for_devices`` waits for a login's block devices.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.hosts import Host, Result
 
-
-class Result(Protocol):
-    @property
-    def rc(self) -> int: ...
-
-    @property
-    def stdout(self) -> str: ...
-
-    @property
-    def stderr(self) -> str: ...
-
-    @property
-    def ok(self) -> bool: ...
-
-    @property
-    def timed_out(self) -> bool:
-        """The command was stopped at its timeout; what it started in the kernel may go on."""
-        ...
-
-
-class Host(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Result: ...
-
-    def spawn(self, command: str, log: str = "/dev/null") -> int: ...
-
-    def put(self, path: str, data: bytes, mode: int = 0o644) -> None: ...
-
-    def get(self, path: str) -> bytes: ...
+__all__ = ["Host", "Result", "StackError", "sh", "wait_for_devices", "kernel_tail", "DRY_RUN_DEVICE"]
 
 
 # What a dry run's login finds in place of the block device a real one would.

@@ -21,6 +21,7 @@ from typing import Protocol
 
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.records import ResultRecord, aggregate
 from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
@@ -39,7 +40,6 @@ from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.naming import nqn
 from sanlab.targets.stacks import Wiring, connect_only, export_only, exported, service_scripts
 
-Say = Callable[[str], None]
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
 # written and read back takes about 15 s; this is the limit for a stuck one.
 VERIFIED_RUN_TIMEOUT = 900.0

@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 
 from sanlab.scenarios.endpoints import Endpoint
+from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.schema import Target
 from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
@@ -25,7 +26,6 @@ from sanlab.targets.host import Host, StackError
 from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, iqn, nqn
 
 INITIATOR_IQN = iqn("initiator")
-Say = Callable[[str], None]
 
 
 @dataclass(frozen=True)
