@@ -1,8 +1,19 @@
 """Data flows one way; imports must too.  Each layer may import only the layers below it.
 
-The shared vocabulary (scenarios) imports nothing else of sanlab; the
-emulator, targets, dissectors and models each stand on it alone and know
-nothing of one another; only the command line wires them together.
+Why each layer may import what it does:
+- scenarios: the shared vocabulary (the schema, the registry of transports,
+  fabrics and stacks, what a Host and a progress line are, sizes, records).
+  It imports nothing else of sanlab, so every layer can stand on it.
+- emulator: makes hosts (VMs, SSH machines) and links from a scenario; it
+  needs only the vocabulary.
+- targets: configures storage stacks on any Host and runs fio; it takes
+  hosts through the vocabulary's Host protocol, never the emulator's classes.
+- dissectors: reads captures; it needs the vocabulary's ports, headers and
+  transport names, nothing that made the capture.
+- models: projects the vocabulary's scenarios and points onto hardware
+  profiles; it knows nothing of how a run was made.
+- vm-images: data only.
+Only the command line (cli/) wires them together, and nothing imports it.
 """
 
 from __future__ import annotations
