@@ -10,6 +10,7 @@ leaves nothing behind and a half image is never used.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import hashlib
 import json
 import os
@@ -18,6 +19,8 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -116,6 +119,9 @@ def require_image() -> Image:
     return image
 
 
+BUILD_LOCK = ".build.lock"  # held while one sanlab builds; never removed by clean
+
+
 def list_images() -> list[tuple[Image, bool]]:
     """Every cached image and whether it matches the current recipe."""
     if not images_dir().is_dir():
@@ -136,6 +142,8 @@ def clean_images(everything: bool = False) -> list[Path]:
         return removed
     current = image_key()
     for path in images_dir().iterdir():
+        if path.name == BUILD_LOCK:
+            continue
         stale_build = path.name.startswith(".build-") and not _pid_alive(path.name)
         if everything or stale_build or (not path.name.startswith(".") and path.name != current):
             shutil.rmtree(path, ignore_errors=True)
@@ -190,12 +198,32 @@ def ready_image(progress: Say) -> Image:
     return build_image(progress)
 
 
+@contextmanager
+def _one_builder(progress: Say) -> Iterator[None]:
+    """One build at a time on this machine: a second sanlab (another lab up, a parallel test)
+    waits for the first and then finds its image, instead of building it again and replacing
+    the image under the first one's booting guests."""
+    images_dir().mkdir(parents=True, exist_ok=True)
+    with open(images_dir() / BUILD_LOCK, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another sanlab is building the guest image; waiting for it to finish")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def build_image(progress: Say = lambda line: None, force: bool = False) -> Image:
     """Build the guest image for the current recipe (or return the cached one)."""
-    existing = current_image()
-    if existing and not force:
-        progress(f"image {existing.key} is up to date at {existing.path}")
-        return existing
+    with _one_builder(progress):
+        existing = current_image()
+        if existing and not force:
+            progress(f"image {existing.key} is up to date at {existing.path}")
+            return existing
+        return _build(progress)
+
+
+def _build(progress: Say) -> Image:
     if shutil.which("mmdebstrap") is None:
         raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
     key = image_key()
