@@ -165,14 +165,6 @@ if (tuple(TRANSPORTS), tuple(FABRICS), tuple(STACKS)) != (TRANSPORT_NAMES, FABRI
     raise AssertionError("registry: the objects and the name types must list the same names, in order")
 
 
-def transport(name: str) -> Transport:
-    return TRANSPORTS[name]
-
-
-def fabric(name: str) -> Fabric:
-    return FABRICS[name]
-
-
 def names(items: Mapping[str, object], **facts: object) -> tuple[str, ...]:
     """The names of the entries whose attributes equal ``facts``: names(TRANSPORTS, carrier="tcp")."""
     return tuple(n for n, item in items.items() if all(getattr(item, k) == v for k, v in facts.items()))
