@@ -152,11 +152,17 @@ class Checker:
         return probe.equals
 
 
-def projected(options: Mapping[str, object], field: str) -> object:
-    """One field of ``sanlab model --json`` with these options, as a student would run it."""
-    argv = [sys.executable, "-m", "sanlab", "model", "--json"]
+def model_argv(options: Mapping[str, object]) -> list[str]:
+    """``model --json --OPTION VALUE...``: an exercise's options as a student types them."""
+    argv = ["model", "--json"]
     for key, value in options.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
+    return argv
+
+
+def projected(options: Mapping[str, object], field: str) -> object:
+    """One field of ``sanlab model --json`` with these options, as a student would run it."""
+    argv = [sys.executable, "-m", "sanlab", *model_argv(options)]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         raise SanlabError(f"sanlab model failed: {run.stderr.strip()[-200:]}")

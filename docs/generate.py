@@ -264,7 +264,8 @@ def sweep_chart(out: Path) -> None:
 
 def setup_diagrams(out: Path) -> None:
     """Each lab's hosts, stacks and cables, drawn from its scenario: the set-up, never an answer."""
-    sys.path.insert(0, str(DOCS))
+    if str(DOCS) not in sys.path:
+        sys.path.insert(0, str(DOCS))
     import setup_diagram
 
     from sanlab.scenarios.loader import load_scenario

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from sanlab.lab_checks import model_argv
 from sanlab.main import cli
 from sanlab.scenarios.answers import judge
 from sanlab.scenarios.exercises import LABS_DIR, AnswerProbe, load_exercises
@@ -53,10 +54,7 @@ PARAMS = [
 
 def _expected(lab: str, probe: AnswerProbe) -> object:
     if probe.model is not None:
-        argv = ["model", "--json"]
-        for key, value in probe.model.options.items():
-            argv += [f"--{key.replace('_', '-')}", str(value)]
-        result = CliRunner().invoke(cli, argv)
+        result = CliRunner().invoke(cli, model_argv(probe.model.options))
         assert result.exit_code == 0, result.output
         return json.loads(result.output)["results"][0][probe.model.field]
     if probe.analyze is not None:
