@@ -5,19 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import sys
-import threading
 from pathlib import Path
 
 import click
 
 from sanlab.emulator import images as guest_images
+from sanlab.emulator import interactive
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import (
-    Lab,
     capture_file,
     check_lab_name,
     follow_capture,
@@ -25,15 +22,13 @@ from sanlab.emulator.lab import (
     lab_names,
     labs_root,
     live_agent_path,
-    new_run_dir,
     read_state,
     stop_lab,
     vm_alive,
 )
-from sanlab.lab_targets import SCENARIO_COPY, stop_all
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.semantics import real_machines
 from sanlab.scenarios.sizes import EXEC_TIMEOUT
+from sanlab.targets.lab_targets import stop_all
 from sanlab.validation import Duration, fail, load_checked
 
 
@@ -120,22 +115,8 @@ def lab_up(scenario: Path, name: str | None, capture: bool, snaplen: int | None)
     try:
         name = check_lab_name(name) if name is not None else lab_name(scenario.stem)
         loaded = load_checked(scenario)
-        if real_machines(loaded):
-            raise SanlabError(
-                f"{scenario}: its hosts are real machines (ssh:); a lab boots VMs only: "
-                f"use 'sanlab run {scenario}' (or --dry-run to see what it would do)"
-            )
-        image = guest_images.ready_image(_say)
-        run_dir = new_run_dir(name)
-        shutil.copyfile(scenario, run_dir / SCENARIO_COPY)  # what lab export will configure
-        handle = Lab(loaded, name, run_dir, run_dir if capture or loaded.capture else None, snaplen)
         signal.signal(signal.SIGTERM, _interrupt)
-        try:
-            handle.up(_say, image)
-        except BaseException:
-            _say(f"lab {name}: bringing up failed or was interrupted; tearing down")
-            handle.down()
-            raise
+        run_dir = interactive.bring_up(scenario, loaded, name, capture, snaplen, _say)
     except SanlabError as exc:
         fail(exc)
     except KeyboardInterrupt:
@@ -181,26 +162,11 @@ def _agent(name: str, host: str) -> AgentClient:
 def lab_console(name: str, host: str) -> None:
     """Attach to HOST's serial console: a root shell (press Enter for a prompt; Ctrl-] leaves)."""
     try:
-        live_agent_path(name, host)
-        path = read_state(name)["hosts"][host]["console"]
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.connect(path)
+        sock, path = interactive.console_socket(name, host)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
-    except (OSError, KeyError, TypeError) as exc:
-        raise click.ClickException(f"lab {name!r}: cannot attach to {host!r}'s console ({exc})") from None
     click.echo(f"console of {host} ({path}); Ctrl-] to leave", err=True)
-
-    def pump() -> None:
-        while data := sock.recv(4096):
-            os.write(1, data)
-
-    threading.Thread(target=pump, daemon=True).start()
-    while data := os.read(0, 1024):
-        if b"\x1d" in data:
-            break
-        sock.sendall(data)
-    sock.close()
+    interactive.attach(sock)
 
 
 @lab.command("capture")

@@ -1,7 +1,8 @@
 """``sanlab lab export|unexport|connect|disconnect|fio|check``: a running lab's targets.
 
-Wiring only: the keepers in lab_targets.py run the targets/ recipes, and
-``lab fio`` runs one point the way ``sanlab run`` does.
+Wiring only: the keepers in targets/lab_targets.py run the targets/ recipes,
+``lab fio`` runs one point the way ``sanlab run`` does, and the checks'
+probes are answered by the layers that own them (lab_checks.py).
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ from pathlib import Path
 
 import click
 
-from sanlab import lab_targets
 from sanlab.commands_lab import lab
-from sanlab.emulator.lab import LabCables, lab_names, labs_root
-from sanlab.lab_checks import run_checks
+from sanlab.emulator.lab import lab_names
+from sanlab.lab_checks import LabProbes
+from sanlab.scenarios.checking import run_checks
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.exercises import find_exercise
 from sanlab.scenarios.schema import READ_WRITE, Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
-from sanlab.targets import faults
-from sanlab.targets.runner import Point, run_point
+from sanlab.targets import lab_targets
 from sanlab.validation import Duration, fail
 
 
@@ -31,7 +31,7 @@ def _say(message: str) -> None:
 
 
 def _names(name: str, targets: tuple[str, ...]) -> list[str]:
-    return list(targets) or lab_targets.target_names(lab_targets.lab_scenario(name))
+    return list(targets) or lab_targets.target_names(name)
 
 
 @lab.command("export")
@@ -111,21 +111,8 @@ def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int
     fast hardware would be.
     """
     try:
-        where = lab_targets.resolve(name, target)
-        status = lab_targets.held(name, target, "connect")
-        if not status or not status.get("devices"):
-            raise SanlabError(
-                f"lab {name!r}: target {target!r} is not connected: 'sanlab lab connect {name} {target}'"
-            )
         workload = _workload(rw=rw, bs=bs, iodepth=iodepth, numjobs=numjobs, verify_size=verify_size)
-        point = Point(where.target, target, workload, workload.rw[0], workload.bs[0], iodepth, numjobs)
-        raw = labs_root() / name / "fio"
-        raw.mkdir(exist_ok=True)
-        base = where.placement.record_base(where.target)
-        try:
-            record = run_point(point, status["devices"][0], where.placement.wiring, raw, base)
-        finally:
-            where.release()
+        record = lab_targets.fio(name, target, workload)
     except SanlabError as exc:
         fail(exc)
     click.echo(json.dumps(record.model_dump(mode="json"), indent=2))
@@ -154,18 +141,8 @@ def lab_fault(name: str, link: str, seconds: float) -> None:
       sanlab lab fault pair-rxe fabric --down 2s
     """
     try:
-        scenario = lab_targets.lab_scenario(name)
-        hosts = lab_targets.lab_hosts(name)
-        ends = [
-            faults.LinkEnd(hosts[end.host], end.interface, end.address)
-            for (lk, _), end in lab_targets.lab_endpoints(name, scenario).items()
-            if lk == link
-        ]
-        if not ends:
-            links = sorted({lk for lk, _ in lab_targets.lab_endpoints(name, scenario)})
-            raise SanlabError(f"lab {name!r} has no link {link!r} (links: {', '.join(links) or 'none'})")
         _say(f"{time.strftime('%H:%M:%S')} link {link} down for {seconds:g}s")
-        window = faults.pull_carrier(LabCables(name), link, ends, seconds)
+        window = lab_targets.pull(name, link, seconds)
         _say(f"{time.strftime('%H:%M:%S')} link {link} up (out for {window.up - window.down:.2f} s)")
     except SanlabError as exc:
         fail(exc)
@@ -188,7 +165,7 @@ def lab_check(name: str, exercise: str, answers: Path | None, as_json: bool) -> 
     """
     try:
         labs_file, found = find_exercise(exercise)
-        verdicts = run_checks(name, found, answers or Path(f"{exercise}.answers.yaml"))
+        verdicts = run_checks(LabProbes(name), found, answers or Path(f"{exercise}.answers.yaml"))
     except SanlabError as exc:
         fail(exc)
     if as_json:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from sanlab.scenarios.plan import PlannedLink
 from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS
-from sanlab.scenarios.schema import Host, Link, Scenario, Target
-from sanlab.scenarios.semantics import link_name, rdma_driver
+from sanlab.scenarios.schema import Host, Scenario, Target
 from sanlab.scenarios.sizes import format_size
 
 WIDTH, BOX_W, ROW, FONT = 640, 190, 22, 15
@@ -40,11 +40,11 @@ def _storage(target: Target) -> str:
     return f"{readable} {kind[target.backstore]}"
 
 
-def _link_label(link: Link, index: int, captured: bool) -> str:
-    fabric = FABRICS[link.fabric]
-    driver = rdma_driver(link)
-    named = f"{link_name(link, index)}: {fabric.title}" + (f" ({driver})" if driver else "")
-    return f"{named}, MTU {link.mtu}" + (", captured" if captured else "")
+def _link_label(planned: PlannedLink, captured: bool) -> str:
+    fabric = FABRICS[planned.link.fabric]
+    driver = planned.rdma_driver
+    named = f"{planned.name}: {fabric.title}" + (f" ({driver})" if driver else "")
+    return f"{named}, MTU {planned.link.mtu}" + (", captured" if captured else "")
 
 
 def _text(x: float, y: float, text: str, size: int = FONT, anchor: str = "middle", weight: str = "") -> str:
@@ -81,7 +81,8 @@ def setup_svg(scenario: Scenario) -> str:
             y = 20 + k * block
             places[host.name] = y
             parts += _box(column, y, host, lines[host.name])
-    for i, link in enumerate(scenario.links):
+    for i, planned in enumerate(scenario.plan.links):
+        link = planned.link
         a, b = link.endpoints
         if a not in places or b not in places:
             continue
@@ -91,7 +92,7 @@ def setup_svg(scenario: Scenario) -> str:
             f'<line x1="{10 + BOX_W}" y1="{y:.0f}" x2="{WIDTH - BOX_W - 10}" y2="{y:.0f}" '
             f'stroke="{colour}" stroke-width="3"/>'
         )
-        parts.append(_text(WIDTH / 2, y - 8, _link_label(link, i, scenario.capture), FONT - 3))
+        parts.append(_text(WIDTH / 2, y - 8, _link_label(planned, scenario.capture), FONT - 3))
     for k, projection in enumerate(scenario.projections):
         label = projection.label or projection.profile
         note = f"projected onto {label} (profile {projection.profile})"

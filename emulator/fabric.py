@@ -27,7 +27,7 @@ from sanlab.emulator.agent import Completed
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import IPERF_PORT
 from sanlab.scenarios.schema import Link, Scenario
-from sanlab.scenarios.topology import FABRIC_HOST, link_name, ports, segments, trunks
+from sanlab.scenarios.topology import FABRIC_HOST
 
 FABRIC_CPUS = 1
 # The guest's root file system lives in RAM (a 220 MiB initramfs): 512 MiB
@@ -68,11 +68,11 @@ def flows(scenario: Scenario, addresses: Mapping[tuple[str, str], str]) -> list[
     Flow i's host is ``bg<i>`` at 169.254.(100+k).(FLOW_HOST_BASE+i) on its
     switch's segment k; its server listens on IPERF_PORT + i.
     """
-    segment = segments(scenario)
+    plan = scenario.plan
     found = []
     for i, flow in enumerate(scenario.background):
-        k = segment[flow.switch]
-        port = next(p for p in ports(scenario) if p.host == flow.to and p.segment == k)
+        k = plan.segments[flow.switch]
+        port = next(p for p in plan.ports if p.host == flow.to and p.segment == k)
         found.append(
             {
                 "name": f"bg{i}",
@@ -93,16 +93,17 @@ def document(
     scenario: Scenario, port_macs: dict[str, str], addresses: Mapping[tuple[str, str], str]
 ) -> dict[str, Any]:
     """What the fabric VM builds: switches, ports (by the MAC of the fabric's NIC), trunks, flows."""
-    links = {link_name(lk, i): lk for i, lk in enumerate(scenario.links)}
+    plan = scenario.plan
     return {
         "switches": [{"name": s.name, "stp": s.stp} for s in scenario.switches],
         "ports": [
-            {"name": p.link, "switch": p.switch, "mac": port_macs[p.link]} | _shaping(links[p.link])
-            for p in ports(scenario)
+            {"name": p.link, "switch": p.switch, "mac": port_macs[p.link]} | _shaping(plan.link(p.link).link)
+            for p in plan.ports
         ],
         "trunks": [
-            {"a": lk.endpoints[0], "b": lk.endpoints[1], "name": link_name(lk, i)} | _shaping(lk)
-            for i, lk in trunks(scenario)
+            {"a": lk.endpoints[0], "b": lk.endpoints[1], "name": lk.name} | _shaping(lk.link)
+            for lk in plan.links
+            if lk.kind == "trunk"
         ],
         "flows": flows(scenario, addresses),
         "ready": f"{GUEST_DIR}/ready.json",

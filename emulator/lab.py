@@ -49,9 +49,9 @@ from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.schema import Link, Scenario
-from sanlab.scenarios.semantics import link_name, rdma_driver
-from sanlab.scenarios.topology import FABRIC_HOST, Port, is_switched, ports
+from sanlab.scenarios.plan import PlannedLink
+from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.topology import FABRIC_HOST, Port
 
 BOOT_TIMEOUT = 180.0
 # A reset guest can boot far slower than a fresh one under TCG, in unpacking
@@ -156,12 +156,12 @@ def plan(
     }
     interfaces: dict[str, list[Interface]] = {h.name: [] for h in scenario.hosts}
     addresses: dict[tuple[str, str], str] = {}
-    switched = {port.link: port for port in ports(scenario)}
+    switched = {port.link: port for port in scenario.plan.ports}
     on_segment: dict[int, int] = {}
     nic = partial(NicSpec, snaplen=snaplen)
-    for i, link in enumerate(scenario.links):
-        name = link_name(link, i)
-        for end in _ends(scenario, i, name, link, switched, on_segment, capture_dir):
+    for link in scenario.plan.links:
+        name = link.name
+        for end in _ends(link, switched, on_segment, capture_dir):
             spec = specs.setdefault(end.host, VmSpec(end.host, FABRIC_CPUS, FABRIC_MEMORY_MIB))
             mac = _mac(lab, name, end.host)
             sockets = (run_dir / f"{name}.{end.host}.sock", run_dir / f"{name}.{end.peer}.sock")
@@ -188,28 +188,24 @@ class _End:
 
 
 def _ends(
-    scenario: Scenario,
-    index: int,
-    name: str,
-    link: Link,
-    switched: dict[str, Port],
-    on_segment: dict[int, int],
-    capture_dir: Path | None,
+    link: PlannedLink, switched: dict[str, Port], on_segment: dict[int, int], capture_dir: Path | None
 ) -> list[_End]:
     """The NICs a link needs: two for a cable, host and switch port for a port, none for a trunk."""
-    capture = capture_dir / f"{name}.pcap" if capture_dir else None
-    port = switched.get(name)
+    capture = capture_dir / f"{link.name}.pcap" if capture_dir else None
+    port = switched.get(link.name)
     if port is not None:
         n = on_segment[port.segment] = on_segment.get(port.segment, 0) + 1
         address = f"169.254.{SEGMENT_BASE + port.segment}.{n}"
         return [_End(port.host, FABRIC_HOST, address, None), _End(FABRIC_HOST, port.host, None, capture)]
-    if is_switched(scenario, link):
+    if link.kind == "trunk":
         return []  # between two switches: a Mininet link inside the fabric VM
     a, b = link.endpoints
-    return [_End(a, b, f"169.254.{10 + index}.1", capture), _End(b, a, f"169.254.{10 + index}.2", None)]
+    net = 10 + link.index
+    return [_End(a, b, f"169.254.{net}.1", capture), _End(b, a, f"169.254.{net}.2", None)]
 
 
-def _interface(link: Link, name: str, mac: str, address: str) -> Interface:
+def _interface(planned: PlannedLink, name: str, mac: str, address: str) -> Interface:
+    link = planned.link
     return Interface(
         link=name,
         mac=mac,
@@ -219,7 +215,7 @@ def _interface(link: Link, name: str, mac: str, address: str) -> Interface:
         rate_bps=link.rate,
         delay_s=link.delay,
         loss_pct=link.loss,
-        rdma_driver=rdma_driver(link),
+        rdma_driver=planned.rdma_driver,
         queue=link.queue,
     )
 

@@ -24,7 +24,6 @@ from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.hosts import Host
 from sanlab.scenarios.registry import STACKS, TRANSPORTS
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import link_name, target_link
 
 TOOLS = ("fio", "nvme", "iscsiadm", "tgtadm", "rdma", "ethtool", "lsblk", "blkid")
 MODULES = tuple(m for t in TRANSPORTS.values() for m in t.modules)
@@ -176,8 +175,8 @@ def _endpoints(
 ) -> tuple[dict[tuple[str, str], Endpoint], list[str]]:
     ends: dict[tuple[str, str], Endpoint] = {}
     problems = []
-    for i, link in enumerate(scenario.links):
-        name = link_name(link, i)
+    for planned in scenario.plan.links:
+        name, link = planned.name, planned.link
         for host in link.endpoints:
             nic_name = (link.interfaces or {}).get(host, "")
             nic = facts[host].nics.get(nic_name)
@@ -189,12 +188,12 @@ def _endpoints(
                 continue
             device = (link.rdma_devices or {}).get(host) or nic.rdma or None
             ends[(name, host)] = Endpoint(host, name, nic.address.split("/")[0], nic_name, device)
-    for target in scenario.targets:
-        found = target_link(scenario, target)
-        if found is None or not TRANSPORTS[target.transport].rdma:
+    for placed in scenario.plan.targets:
+        target = placed.target
+        if placed.link is None or not TRANSPORTS[target.transport].rdma:
             continue
-        lname = link_name(found[1], found[0])
-        for host in found[1].endpoints:
+        lname = placed.link.name
+        for host in placed.link.endpoints:
             end = ends.get((lname, host))
             if end is not None and end.rdma_device is None:
                 problems.append(
@@ -206,12 +205,13 @@ def _endpoints(
 
 def _tool_problems(scenario: Scenario, facts: Mapping[str, HostFacts]) -> list[str]:
     problems = []
-    for target in scenario.targets:
-        found = target_link(scenario, target)
-        if found is None:
+    for placed in scenario.plan.targets:
+        target = placed.target
+        if placed.link is None:
             continue
-        initiator = next(h for h in found[1].endpoints if h != target.host)
-        needs = [(initiator, "fio"), *((initiator, t) for t in TRANSPORTS[target.transport].initiator_tools)]
+        initiators = [host for host, _ in placed.initiators]
+        tools = ("fio", *TRANSPORTS[target.transport].initiator_tools)
+        needs = [(initiator, tool) for initiator in initiators for tool in tools]
         needs += [(target.host, t) for t in STACKS[target.stack].tools]
         for host, tool in needs:
             if not facts[host].tools.get(tool):

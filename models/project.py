@@ -23,8 +23,7 @@ from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
-from sanlab.scenarios.semantics import fabric_problem, target_link
-from sanlab.scenarios.topology import initiators_of
+from sanlab.scenarios.semantics import fabric_problem
 
 
 @dataclass(frozen=True)
@@ -40,10 +39,10 @@ def _fabric(transport: str, projection: Projection, scenario: Scenario) -> str:
         return projection.fabric
     if not TRANSPORTS[transport].rdma:
         return PLAIN_FABRIC.name
-    for target in scenario.targets:
-        found = target_link(scenario, target)
-        if target.transport == transport and found and FABRICS[found[1].fabric].rdma:
-            return found[1].fabric
+    for placed in scenario.plan.targets:
+        link = placed.link.link if placed.link else None
+        if placed.target.transport == transport and link and FABRICS[link.fabric].rdma:
+            return link.fabric
     return DEFAULT_RDMA_FABRIC.name
 
 
@@ -106,7 +105,7 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
 
 def _topology_initiators(scenario: Scenario, transport: str) -> int:
     """How many initiators the scenario's own topology puts on a target of ``transport``."""
-    counts = [len(initiators_of(scenario, t)) for t in scenario.targets if t.transport == transport]
+    counts = [len(t.initiators) for t in scenario.plan.targets if t.target.transport == transport]
     return max(counts, default=1) or 1
 
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import link_name, rdma_driver
 
 
 @dataclass(frozen=True)
@@ -39,8 +38,8 @@ def soft_rdma_device(driver: str, link: str) -> str:
 def emulated(scenario: Scenario, addresses: Mapping[tuple[str, str], str]) -> dict[tuple[str, str], Endpoint]:
     """The endpoints of a scenario's VMs, given the address of each (link, host)."""
     ends: dict[tuple[str, str], Endpoint] = {}
-    for i, link in enumerate(scenario.links):
-        name, driver = link_name(link, i), rdma_driver(link)
+    for link in scenario.plan.links:
+        name, driver = link.name, link.rdma_driver
         device = soft_rdma_device(driver, name) if driver else None
         for host in link.endpoints:
             if (name, host) in addresses:

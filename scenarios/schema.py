@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal, get_args
+from functools import cached_property
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -27,6 +28,11 @@ from pydantic import (
     model_validator,
 )
 from pydantic.fields import FieldInfo
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from sanlab.scenarios.plan import Plan
 
 from sanlab.scenarios.registry import FabricName, RdmaDriverName, StackName, TransportName
 from sanlab.scenarios.sizes import (
@@ -404,6 +410,19 @@ class Scenario(Strict):
     faults: Annotated[list[Fault], Field(max_length=16)] = []
     background: Annotated[list[Flow], Field(max_length=8)] = []
     projections: Annotated[list[Projection], Field(max_length=256)] = []
+
+    @cached_property
+    def plan(self) -> Plan:
+        """This scenario resolved once: names, link kinds, target placements (scenarios/plan.py)."""
+        from sanlab.scenarios.plan import resolve  # plan.py reads this module's classes
+
+        return resolve(self)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Scenario:
+        """A copy whose plan is worked out afresh: ``update`` may change what it follows from."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("plan", None)
+        return copy
 
     @model_validator(mode="after")
     def _declares_something(self) -> Scenario:

@@ -10,22 +10,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
+from sanlab.scenarios.plan import PlannedLink
 from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS, driver_fabric, limits, names, serving
-from sanlab.scenarios.schema import Fault, Link, Projection, Scenario
+from sanlab.scenarios.schema import Fault, Link, Projection, Scenario, Target
 from sanlab.scenarios.sizes import format_duration, format_size
-from sanlab.scenarios.topology import (
-    FABRIC_HOST,
-    initiators_of,
-    is_switched,
-    link_name,
-    ports,
-    segments,
-    switch_names,
-    target_link,
-    target_paths,
-)
-
-__all__ = ["link_name", "target_link", "check_scenario", "rdma_driver"]
+from sanlab.scenarios.topology import FABRIC_HOST, switch_names
 
 # Named sets the messages list (each read from the registry, in its order).
 NVME_TRANSPORTS = names(TRANSPORTS, family="nvme")
@@ -33,12 +22,6 @@ RDMA_FABRICS = names(FABRICS, rdma=True)
 EMULATED_STACKS = names(STACKS, emulated=True)
 DIGEST_TRANSPORTS = names(TRANSPORTS, digests=True)
 CHAP_TRANSPORTS = names(TRANSPORTS, chap=True)
-
-
-def rdma_driver(link: Link) -> str | None:
-    """The soft-RDMA driver a link uses: explicit, or implied by its fabric."""
-    fabric = FABRICS[link.fabric]
-    return (link.rdma_driver or fabric.soft_driver) if fabric.rdma else None
 
 
 def _names(items: list[str]) -> str:
@@ -126,7 +109,7 @@ def _link_kind(i: int, link: Link, real: bool) -> Iterator[tuple[str, str]]:
 
 def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """A fault names a link of the scenario, and only emulated cables are pulled."""
-    names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
+    names = scenario.plan.link_names
     for i, fault in enumerate(scenario.faults):
         if fault.action in TARGET_FAULTS:
             yield from _target_fault(i, fault, scenario)
@@ -136,13 +119,13 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
             yield f"faults[{i}].link", f"action {fault.action} needs the link it acts on"
         elif fault.link not in names:
             yield f"faults[{i}].link", f"{fault.link!r} is not a link (links: {_names(names)})"
-        elif is_switched(scenario, scenario.links[names.index(fault.link)]):
+        elif scenario.plan.link(fault.link).kind != "cable":
             yield (
                 f"faults[{i}].link",
                 f"{fault.link!r} ends at a switch; faults are pulled on host-to-host cables only so far",
             )
         else:
-            yield from _burst(i, fault, scenario.links[names.index(fault.link)])
+            yield from _burst(i, fault, scenario.plan.link(fault.link).link)
         if real_machines(scenario):
             yield (
                 f"faults[{i}]",
@@ -213,8 +196,9 @@ def _fault_timeline(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, s
 
 def _faults_past_the_run(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """A timed (unverified) point ends at its runtime: a fault after that would never be seen."""
-    for t in scenario.targets:
-        places = set(target_paths(scenario, t)) | ({f"target {t.name}"} if t.name else set())
+    for placed in scenario.plan.targets:
+        t = placed.target
+        places = set(placed.paths) | ({f"target {t.name}"} if t.name else set())
         for i, fault in enumerate(scenario.faults):
             if (fault.link or f"target {fault.target}") not in places:
                 continue
@@ -298,8 +282,8 @@ def _links(scenario: Scenario) -> Iterator[tuple[str, str]]:
     hosts = [h.name for h in scenario.hosts]
     ends = hosts + switch_names(scenario)
     seen: set[str] = set()
-    for i, link in enumerate(scenario.links):
-        name = link_name(link, i)
+    for i, planned in enumerate(scenario.plan.links):
+        name, link = planned.name, planned.link
         if name in seen:
             yield f"links[{i}].name", f"{name!r} is declared twice (link names are unique)"
         seen.add(name)
@@ -337,8 +321,9 @@ def _driver(i: int, link: Link) -> Iterator[tuple[str, str]]:
 def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
     """Target problems; when a link is itself broken, what follows from it is not repeated."""
     roles = {h.name: h.role for h in scenario.hosts}
-    link_names = [link_name(lk, i) for i, lk in enumerate(scenario.links)]
-    for i, target in enumerate(scenario.targets):
+    link_names = scenario.plan.link_names
+    for i, placed in enumerate(scenario.plan.targets):
+        target = placed.target
         where = f"targets[{i}]"
         if target.host not in roles:
             yield f"{where}.host", f"{target.host!r} is not a host (hosts: {_names(list(roles))})"
@@ -367,23 +352,27 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
             continue
         if target.paths and not set(target.paths) <= set(link_names):
             continue  # said by _multipath
-        found = target_link(scenario, target)
-        if found is None:
+        if placed.link is None:
             if target.host in roles and links_ok:
                 yield f"{where}.link", f"cannot tell which link {target.host!r} serves on: name one"
             continue
-        index, link = found
-        if target.host not in link.endpoints:
-            yield f"{where}.link", f"{link_names[index]!r} does not reach host {target.host!r}"
-        if TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
-            yield (
-                f"{where}.transport",
-                f"{target.transport!r} needs an RDMA link, but {link_names[index]!r} is "
-                f"fabric {link.fabric!r} (use {_or(RDMA_FABRICS)})",
-            )
-        else:
-            for limit in limits(target.transport, target.stack, link.fabric):
-                yield f"{where}.{limit.field}", limit.why.format(link=repr(link_names[index]))
+        yield from _target_link(where, placed.target, placed.link)
+
+
+def _target_link(where: str, target: Target, planned: PlannedLink) -> Iterator[tuple[str, str]]:
+    """The link a target serves on reaches its host and carries its transport."""
+    link = planned.link
+    if target.host not in link.endpoints:
+        yield f"{where}.link", f"{planned.name!r} does not reach host {target.host!r}"
+    if TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
+        yield (
+            f"{where}.transport",
+            f"{target.transport!r} needs an RDMA link, but {planned.name!r} is "
+            f"fabric {link.fabric!r} (use {_or(RDMA_FABRICS)})",
+        )
+    else:
+        for limit in limits(target.transport, target.stack, link.fabric):
+            yield f"{where}.{limit.field}", limit.why.format(link=repr(planned.name))
 
 
 def _or(items: Iterable[str]) -> str:
@@ -560,12 +549,12 @@ def _switches(scenario: Scenario) -> Iterator[tuple[str, str]]:
 
 def _background(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """A flow starts at a switch and ends at a host on that switch's segment."""
-    segment = segments(scenario)
+    segment = scenario.plan.segments
     for i, flow in enumerate(scenario.background):
         if flow.switch not in segment:
             yield f"background[{i}].switch", f"{flow.switch!r} is not a switch ({_names(list(segment))})"
             continue
-        reached = sorted({p.host for p in ports(scenario) if p.segment == segment[flow.switch]})
+        reached = sorted({p.host for p in scenario.plan.ports if p.segment == segment[flow.switch]})
         if flow.to not in reached:
             yield (
                 f"background[{i}].to",
@@ -575,18 +564,18 @@ def _background(scenario: Scenario) -> Iterator[tuple[str, str]]:
 
 def _segment_consistency(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """One segment, one fabric: RoCE over a bridge needs rxe at every port, and one MTU."""
-    segment = segments(scenario)
-    first: dict[int, tuple[int, Link]] = {}
-    for i, link in enumerate(scenario.links):
-        switch = next((end for end in link.endpoints if end in segment), None)
+    segment = scenario.plan.segments
+    first: dict[int, tuple[int, PlannedLink]] = {}
+    for i, planned in enumerate(scenario.plan.links):
+        switch = next((end for end in planned.endpoints if end in segment), None)
         if switch is None:
             continue
         k = segment[switch]
-        j, model = first.setdefault(k, (i, link))
+        j, model = first.setdefault(k, (i, planned))
         for field, mine, theirs in (
-            ("fabric", link.fabric, model.fabric),
-            ("rdma_driver", rdma_driver(link), rdma_driver(model)),
-            ("mtu", link.mtu, model.mtu),
+            ("fabric", planned.link.fabric, model.link.fabric),
+            ("rdma_driver", planned.rdma_driver, model.rdma_driver),
+            ("mtu", planned.link.mtu, model.link.mtu),
         ):
             if mine != theirs:
                 yield (
@@ -600,15 +589,14 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
     """Every target has an initiator; several share one only where sanlab can keep them apart."""
     if not links_ok:
         return
-    for i, target in enumerate(scenario.targets):
-        found = target_link(scenario, target)
-        if found is None or not is_switched(scenario, found[1]):
+    for i, placed in enumerate(scenario.plan.targets):
+        target, initiators = placed.target, placed.initiators
+        if placed.link is None or placed.link.kind == "cable":
             continue
-        initiators = initiators_of(scenario, target)
         if not initiators:
             yield (
                 f"targets[{i}].host",
-                f"no initiator host reaches {target.host!r} through link {link_name(found[1], found[0])!r}'s "
+                f"no initiator host reaches {target.host!r} through link {placed.link.name!r}'s "
                 "switch: cable an initiator to the same switches",
             )
         elif len(initiators) > 1 and target.name and faults_of(scenario, target.name):
@@ -638,7 +626,7 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
 
 def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """Paths are cables from the target's host to one initiator, served by nvmet."""
-    links = {link_name(lk, i): lk for i, lk in enumerate(scenario.links)}
+    links = {lk.name: lk for lk in scenario.plan.links}
     for i, target in enumerate(scenario.targets):
         if not target.paths:
             continue
@@ -656,16 +644,18 @@ def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
             yield where, "names a link twice (each path is its own cable)"
         peers = set()
         for j, path in enumerate(target.paths):
-            link = links.get(path)
-            if link is None:
+            planned = links.get(path)
+            if planned is None:
                 yield f"{where}[{j}]", f"{path!r} is not a link (links: {_names(list(links))})"
-            elif TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
+                continue
+            link = planned.link
+            if TRANSPORTS[target.transport].rdma and not FABRICS[link.fabric].rdma:
                 yield (
                     f"{where}[{j}]",
                     f"{target.transport!r} needs an RDMA link, but path {path!r} is fabric {link.fabric!r} "
                     "(use roce, iwarp or ib)",
                 )
-            elif target.host not in link.endpoints or is_switched(scenario, link):
+            elif target.host not in link.endpoints or planned.kind != "cable":
                 yield f"{where}[{j}]", f"{path!r} is not a cable from {target.host!r} to an initiator"
             else:
                 peers.add(next(h for h in link.endpoints if h != target.host))

@@ -22,18 +22,12 @@ from typing import Protocol
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
+from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.records import ResultRecord, aggregate
 from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
-from sanlab.scenarios.semantics import (
-    faults_of,
-    faults_on,
-    link_name,
-    rdma_driver,
-    target_link,
-)
+from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
-from sanlab.scenarios.topology import initiators_of, target_paths
 from sanlab.targets import backstores, faults, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
@@ -64,12 +58,11 @@ class Point:
         return f"{self.name} {self.rw} {format_size(self.bs)} qd{self.iodepth} j{self.numjobs}"
 
 
-def target_name(target: Target, index: int) -> str:
-    return target.name or f"{target.stack}-{target.transport}-{index}"
-
-
-def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
-    hits = [f for path in target_paths(scenario, target) for f in faults_on(scenario, path)]
+def points(scenario: Scenario, placed: PlannedTarget) -> Iterator[Point]:
+    """A target's points: each workload that applies to its transport, with the faults that
+    fall on its links or on it while fio runs."""
+    target, name = placed.target, placed.name
+    hits = [f for path in placed.paths for f in faults_on(scenario, path)]
     hits += faults_of(scenario, name)
     on_link = tuple(sorted(hits, key=lambda f: f.at))
     for workload in scenario.workloads:
@@ -81,18 +74,16 @@ def points(scenario: Scenario, target: Target, name: str) -> Iterator[Point]:
 
 def planned_points(scenario: Scenario) -> int:
     """How many points a run of ``scenario`` will record."""
-    return sum(len(list(points(scenario, t, target_name(t, i)))) for i, t in enumerate(scenario.targets))
+    return sum(len(list(points(scenario, placed))) for placed in scenario.plan.targets)
 
 
 def records_per_point(scenario: Scenario) -> list[int]:
     """How many records each planned point writes, in run order: one, or one per initiator of a
     shared target and then their aggregate."""
     counts = []
-    for i, target in enumerate(scenario.targets):
-        sharing = len(initiators_of(scenario, target))
-        counts += [1 if sharing <= 1 else sharing + 1] * len(
-            list(points(scenario, target, target_name(target, i)))
-        )
+    for placed in scenario.plan.targets:
+        sharing = len(placed.initiators)
+        counts += [1 if sharing <= 1 else sharing + 1] * len(list(points(scenario, placed)))
     return counts
 
 
@@ -137,11 +128,10 @@ def placements(
     scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints
 ) -> list[Placement]:
     """Where a target runs, once per initiator that reaches it (several behind a switch)."""
-    found = target_link(scenario, target)
-    if found is None:
+    placed = scenario.plan.placed(target)
+    if placed.link is None:
         raise SanlabError(f"target on {target.host!r} has no link")
-    index, link = found
-    lname = link_name(link, index)
+    link, lname = placed.link.link, placed.link.name
     rate = link.rate / 1e9 if link.rate else None
     found_ends = [
         Wiring(
@@ -151,13 +141,13 @@ def placements(
             ends[(via, initiator)],
             tuple((ends[(path, target.host)], ends[(path, initiator)]) for path in (target.paths or [])[1:]),
         )
-        for initiator, via in initiators_of(scenario, target)
+        for initiator, via in placed.initiators
     ]
     if not found_ends:
         raise SanlabError(f"no initiator reaches target host {target.host!r}")
     if not TRANSPORTS[target.transport].rdma:  # plain TCP/IP, whatever else the link carries
         return [Placement(wire, PLAIN_FABRIC.name, None, rate, link.mtu) for wire in found_ends]
-    return [Placement(wire, link.fabric, rdma_driver(link), rate, link.mtu) for wire in found_ends]
+    return [Placement(wire, link.fabric, placed.link.rdma_driver, rate, link.mtu) for wire in found_ends]
 
 
 def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints) -> Placement:
@@ -171,12 +161,12 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
     Each target is exported, connected, given its points' fio commands and
     taken down again, in the order a real run would.
     """
-    for i, target in enumerate(scenario.targets):
-        name = target_name(target, i)
+    for planned in scenario.plan.targets:
+        target, name = planned.target, planned.name
         wires = [placed.wiring for placed in placements(scenario, target, hosts, ends)]
         with export_only(target, name, wires[0]) as made, ExitStack() as connections:
             devices = [connections.enter_context(connect_only(target, name, w, made))[0] for w in wires]
-            for p in points(scenario, target, name):
+            for p in points(scenario, planned):
                 for share, (wire, device) in enumerate(zip(wires, devices, strict=True)):
                     job = job_for(p, device, share)
                     if job.verify and "read" in p.rw:
@@ -308,10 +298,9 @@ def run(
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
     todo = []
-    for i, t in enumerate(scenario.targets):
-        name = target_name(t, i)
-        cells = list(points(scenario, t, name))
-        todo.append((t, name, cells[skip:]))
+    for planned in scenario.plan.targets:
+        cells = list(points(scenario, planned))
+        todo.append((planned.target, planned.name, cells[skip:]))
         skip = max(0, skip - len(cells))
     total = sum(len(cells) for _, _, cells in todo)
     done = 0

@@ -8,6 +8,10 @@ enters the half's ``with`` block, writes what it made into a status file
 beside the lab's state, and waits.  ``unexport``/``disconnect`` (and ``lab
 down``) send it SIGTERM; it leaves the block - removing exactly what it
 created - and exits.  These are the same recipes ``sanlab run`` uses.
+
+This is the one module of targets/ that reaches into the emulator: a lab's
+hosts, addresses and cables are the emulator's, and what runs on them is
+ours.  The command line only calls ``start``, ``stop``, ``fio`` and ``pull``.
 """
 
 from __future__ import annotations
@@ -27,23 +31,25 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import lab_dir, live_agent_path, read_state
+from sanlab.emulator.interactive import SCENARIO_COPY
+from sanlab.emulator.lab import LabCables, lab_dir, labs_root, live_agent_path, read_state
 from sanlab.emulator.qemu import process_argv, process_start
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.schema import Scenario, Target
-from sanlab.targets.runner import Placement, place, target_name
+from sanlab.scenarios.loader import load_scenario
+from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.schema import Scenario, Target, Workload
+from sanlab.targets import faults
+from sanlab.targets.runner import Placement, Point, place, run_point
 from sanlab.targets.stacks import connect_only, export_only
-from sanlab.validation import load_checked
 
 PHASES = ("export", "connect")  # connect needs export; undone in the reverse order
-SCENARIO_COPY = "scenario.yaml"  # lab up keeps the scenario it booted here
 READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 180.0
 STATUS_BYTES = 1 << 20
-KEEPER_MODULE = "sanlab.lab_keeper"
+KEEPER_MODULE = "sanlab.targets.lab_keeper"
 
 
 @dataclass(frozen=True)
@@ -68,11 +74,12 @@ def lab_scenario(lab: str) -> Scenario:
     path = lab_dir(lab) / SCENARIO_COPY
     if not path.is_file():
         raise SanlabError(f"lab {lab!r} keeps no scenario ({path}); bring it up again with this sanlab")
-    return load_checked(path)
+    return load_scenario(path)
 
 
-def target_names(scenario: Scenario) -> list[str]:
-    return [target_name(t, i) for i, t in enumerate(scenario.targets)]
+def target_names(lab: str) -> list[str]:
+    """The names of a running lab's targets, as its scenario's plan gives them."""
+    return lab_scenario(lab).plan.target_names
 
 
 def lab_hosts(lab: str) -> dict[str, AgentClient]:
@@ -92,10 +99,10 @@ def lab_endpoints(lab: str, scenario: Scenario) -> dict[tuple[str, str], Endpoin
 def resolve(lab: str, name: str) -> LabTarget:
     """The scenario's target called ``name``, wired to the lab's live hosts."""
     scenario = lab_scenario(lab)
-    names = target_names(scenario)
+    names = scenario.plan.target_names
     if name not in names:
         raise SanlabError(f"lab {lab!r} has no target {name!r} (targets: {', '.join(names) or 'none'})")
-    target = scenario.targets[names.index(name)]
+    target = scenario.plan.target(name).target
     hosts = lab_hosts(lab)
     placement = place(scenario, target, hosts, lab_endpoints(lab, scenario))
     return LabTarget(lab, name, target, placement, tuple(hosts.values()))
@@ -306,3 +313,50 @@ def stop_all(lab: str) -> list[str]:
         stop(lab, name, phase)
         stopped.append(f"{name} ({phase})")
     return stopped
+
+
+def fio(lab: str, name: str, workload: Workload) -> ResultRecord:
+    """One verified fio point of ``workload`` on a connected target, recorded as ``sanlab run`` would."""
+    where = resolve(lab, name)
+    status = held(lab, name, "connect")
+    if not status or not status.get("devices"):
+        raise SanlabError(f"lab {lab!r}: target {name!r} is not connected: 'sanlab lab connect {lab} {name}'")
+    point = Point(
+        where.target, name, workload, workload.rw[0], workload.bs[0], workload.iodepth[0], workload.numjobs[0]
+    )
+    raw = labs_root() / lab / "fio"
+    raw.mkdir(exist_ok=True)
+    try:
+        return run_point(
+            point,
+            status["devices"][0],
+            where.placement.wiring,
+            raw,
+            where.placement.record_base(where.target),
+        )
+    finally:
+        where.release()
+
+
+def pull(lab: str, link: str, seconds: float) -> faults.Window:
+    """Take both ends of a running lab's ``link`` down for ``seconds``, then check it carries a ping."""
+    scenario = lab_scenario(lab)
+    ends = lab_endpoints(lab, scenario)
+    hosts = lab_hosts(lab)
+    chosen = [
+        faults.LinkEnd(hosts[end.host], end.interface, end.address)
+        for (lk, _), end in ends.items()
+        if lk == link
+    ]
+    if not chosen:
+        links = sorted({lk for lk, _ in ends})
+        raise SanlabError(f"lab {lab!r} has no link {link!r} (links: {', '.join(links) or 'none'})")
+    return faults.pull_carrier(LabCables(lab), link, chosen, seconds)
+
+
+def probe(lab: str, name: str, phase: str) -> tuple[bool, str]:
+    """What a lab check sees of a target: (is a keeper holding it in ``phase``?, its devices)."""
+    status = held(lab, name, phase)
+    if status is None:
+        return False, f"{name} is not {phase}ed"
+    return True, f"{name} {phase}ed " + " ".join(status.get("devices") or [])

@@ -1,7 +1,8 @@
-"""``sanlab run`` on real machines: reach them, print what they are, refuse early, run, record.
+"""A scenario's matrix on real machines: reach them, say what they are, refuse early, run, record.
 
-Only wiring: the emulator layer reaches and reads the machines, the targets
-layer checks devices and runs the matrix, and this prints what they say.
+The emulator layer reaches and reads the machines (emulator/machines.py);
+this checks the devices a run would serve, works out each link's speed and
+MTU from the NICs found, and runs the same matrix ``sanlab run`` runs on VMs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.records import RunJournal
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import link_name
 from sanlab.targets import runner
 
 
@@ -50,8 +50,8 @@ def _link_facts(scenario: Scenario, checked: Preflight) -> tuple[dict[str, float
     """Each link's speed (Gb/s) and MTU: the lower of its two ends', as the NICs report them."""
     speeds: dict[str, float | None] = {}
     mtus: dict[str, int] = {}
-    for i, link in enumerate(scenario.links):
-        name = link_name(link, i)
+    for planned in scenario.plan.links:
+        name, link = planned.name, planned.link
         nics = [
             checked.facts[h].nics[(link.interfaces or {})[h]]
             for h in link.endpoints

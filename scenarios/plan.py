@@ -1,0 +1,130 @@
+"""A scenario resolved once: every default name, every link's kind, every target's place.
+
+A scenario file may leave names out (``link0``, ``lio-iscsi-0``) and says
+where a target is only by its host or a link name.  Each layer used to work
+those out again from the raw file; now ``resolve`` does it once and every
+layer reads the result (``scenario.plan``): the emulator builds the links it
+lists, the runner places targets where it says, the model counts the
+initiators it names, and the lab commands find targets by its names.
+
+The plan holds only what follows from the file.  What follows from a
+machine (addresses, interfaces, RDMA devices) is the emulator's to add, as
+``Endpoint``s keyed by the names given here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from sanlab.scenarios.registry import FABRICS
+from sanlab.scenarios.schema import Link, Scenario, Target
+from sanlab.scenarios.topology import Port, initiators_of, link_name, ports, segments, target_link
+
+LinkKind = Literal["cable", "port", "trunk"]
+
+
+def rdma_driver(link: Link) -> str | None:
+    """The soft-RDMA driver a link uses: explicit, or implied by its fabric."""
+    fabric = FABRICS[link.fabric]
+    return (link.rdma_driver or fabric.soft_driver) if fabric.rdma else None
+
+
+def default_target_name(target: Target, index: int) -> str:
+    """A target's name, or ``<stack>-<transport>-<index>`` when the file gives none."""
+    return target.name or f"{target.stack}-{target.transport}-{index}"
+
+
+@dataclass(frozen=True)
+class PlannedLink:
+    """One link with its name settled and what it joins worked out."""
+
+    index: int  # its position in the scenario file
+    name: str
+    link: Link
+    kind: LinkKind  # two hosts; a host and a switch; two switches
+    rdma_driver: str | None  # the soft-RDMA driver on it, if its fabric carries RDMA
+
+    @property
+    def endpoints(self) -> tuple[str, str]:
+        a, b = self.link.endpoints
+        return a, b
+
+
+@dataclass(frozen=True)
+class PlannedTarget:
+    """One target with its name settled and the links and initiators that reach it."""
+
+    index: int  # its position in the scenario file
+    name: str
+    target: Target
+    link: PlannedLink | None  # the link it serves on (a multipath target's first path)
+    paths: tuple[str, ...]  # every link it is reached by
+    initiators: tuple[tuple[str, str], ...]  # (initiator host, the link it comes in by)
+
+    @property
+    def shared(self) -> bool:
+        """Do several initiators run fio on it at once (behind a switch)?"""
+        return len(self.initiators) > 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Names, link kinds, switch ports and target placements of one scenario."""
+
+    links: tuple[PlannedLink, ...]
+    targets: tuple[PlannedTarget, ...]
+    ports: tuple[Port, ...]
+    segments: Mapping[str, int] = field(default_factory=dict)  # switch -> segment number
+
+    def link(self, name: str) -> PlannedLink:
+        found = next((lk for lk in self.links if lk.name == name), None)
+        if found is None:
+            raise KeyError(f"no link {name!r} (links: {', '.join(lk.name for lk in self.links)})")
+        return found
+
+    def target(self, name: str) -> PlannedTarget:
+        found = next((t for t in self.targets if t.name == name), None)
+        if found is None:
+            raise KeyError(f"no target {name!r} (targets: {', '.join(self.target_names)})")
+        return found
+
+    def placed(self, target: Target) -> PlannedTarget:
+        """The plan of a target object of this scenario (by identity, then by equality)."""
+        found = next((t for t in self.targets if t.target is target), None)
+        found = found or next((t for t in self.targets if t.target == target), None)
+        if found is None:
+            raise KeyError(f"target on {target.host!r} is not in this scenario")
+        return found
+
+    @property
+    def target_names(self) -> list[str]:
+        return [t.name for t in self.targets]
+
+    @property
+    def link_names(self) -> list[str]:
+        return [lk.name for lk in self.links]
+
+
+def _kind(link: Link, switches: set[str]) -> LinkKind:
+    at_switch = sum(end in switches for end in link.endpoints)
+    return "cable" if at_switch == 0 else "port" if at_switch == 1 else "trunk"
+
+
+def resolve(scenario: Scenario) -> Plan:
+    """Work out the plan of a scenario; it tolerates a scenario that does not validate
+    (a target with no link gets ``link=None``), so validation can read it too."""
+    switches = {s.name for s in scenario.switches}
+    links = tuple(
+        PlannedLink(i, link_name(lk, i), lk, _kind(lk, switches), rdma_driver(lk))
+        for i, lk in enumerate(scenario.links)
+    )
+    targets = []
+    for i, target in enumerate(scenario.targets):
+        found = target_link(scenario, target)
+        link = links[found[0]] if found else None
+        paths = tuple(target.paths) if target.paths else ((link.name,) if link else ())
+        initiators = tuple(initiators_of(scenario, target))
+        targets.append(PlannedTarget(i, default_target_name(target, i), target, link, paths, initiators))
+    return Plan(links, tuple(targets), tuple(ports(scenario)), segments(scenario))

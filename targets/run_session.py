@@ -1,0 +1,167 @@
+"""One ``sanlab run`` from start to end: its folder and journal, the hosts it runs on, its logs.
+
+A run is a scenario's matrix on VMs the emulator boots for it (and stops
+afterwards), or on real machines (targets/on_machines.py), written into an
+output folder that only sanlab writes: ``results.json`` after every point,
+fio's JSON, the captures and the VMs' logs, each entered in the folder's
+manifest.  An interrupted run can be resumed: the points it finished whole
+are kept and only the rest run again.  The command line calls ``fresh`` or
+``resumed``, then ``execute``, and prints what comes back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sanlab.emulator.images import ready_image
+from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.hosts import Say
+from sanlab.scenarios.outdir import OutputFolder, claim_fresh, copy_into
+from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
+from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import real_machines
+from sanlab.targets import runner
+from sanlab.targets.dryrun import DryRunHost
+from sanlab.targets.on_machines import check_machines, machine_hosts, run_on_machines
+
+SCENARIO_COPY = "scenario.yaml"  # a run keeps the scenario it ran, so that --resume can go on
+MAX_SCENARIO_BYTES = 1 << 20  # as scenarios/yamlfile.py reads them
+MAX_RESULTS_BYTES = 64 << 20
+
+
+def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> RunJournal:
+    """A new run's folder, holding a copy of its scenario (for --resume) and its journal."""
+    out = out or Path("runs") / f"{lab_name(scenario.stem)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder = claim_fresh(out, "--out", force)
+    folder.write_text(SCENARIO_COPY, read_bounded(scenario, MAX_SCENARIO_BYTES, "scenario").decode())
+    planned = runner.planned_points(loaded)
+    return RunJournal(folder, loaded.name or scenario.stem, planned, _settler(folder, loaded))
+
+
+def check_resumable(resume: Path) -> OutputFolder:
+    """An interrupted run's folder, if it is one sanlab wrote and holds nothing else."""
+    folder = OutputFolder.open(resume, "--resume")
+    for name in (SCENARIO_COPY, RESULTS):
+        if not folder.listed(name):
+            raise SanlabError(f"--resume {resume}: holds no {name} of a sanlab run; nothing to resume")
+    foreign = folder.foreign()
+    if foreign:
+        raise SanlabError(f"--resume {resume}: holds files sanlab did not write ({', '.join(foreign[:4])})")
+    return folder
+
+
+def resumed(folder: OutputFolder, loaded: Scenario, say: Say) -> RunJournal:
+    """The journal of an interrupted run, holding the points it finished whole."""
+    resume = folder.root
+    document = _results_of(resume)
+    run = document["run"]
+    if run.get("status") == "complete":
+        raise SanlabError(f"--resume {resume}: that run is complete; nothing to resume")
+    records = [ResultRecord.model_validate(r) for r in document["results"]]
+    points, kept = runner.finished_points(loaded, len(records))
+    planned = runner.planned_points(loaded)
+    settle = _settler(folder, loaded, _capture_prefix(points))
+    journal = RunJournal(folder, str(run.get("scenario") or "run"), planned, settle, records[:kept])
+    journal.run["resumed_after"] = points
+    say(f"resuming {resume}: {points} of {planned} points are kept, {planned - points} to run")
+    return journal
+
+
+def _results_of(folder: Path) -> dict[str, Any]:
+    """A run's results.json, checked enough to resume from: a one-line error otherwise."""
+    where = f"--resume {folder}: its {RESULTS}"
+    try:
+        document = json.loads(read_bounded(folder / RESULTS, MAX_RESULTS_BYTES, "--resume"))
+        if not isinstance(document.get("run"), dict) or not isinstance(document.get("results"), list):
+            raise ValueError
+        for record in document["results"]:
+            ResultRecord.model_validate(record)
+    except (ValueError, AttributeError, TypeError):
+        raise SanlabError(f"{where} is not a run's results (damaged?); it cannot be resumed") from None
+    return dict(document)
+
+
+def _captures(loaded: Scenario, prefix: str) -> list[str]:
+    """The pcap each captured link writes into the run folder (emulator/lab.py names them)."""
+    if not loaded.capture:
+        return []
+    return [f"{prefix}{link.name}.pcap" for link in loaded.plan.links]
+
+
+def _settler(folder: OutputFolder, loaded: Scenario, prefix: str = "") -> Callable[[], None]:
+    """Enter in the folder's manifest what a run's writers have added: fio's JSON, captures.
+
+    A resumed run captures into a subfolder of its own (``prefix``), so that
+    QEMU does not truncate the captures of the points already kept.
+    """
+    captures = _captures(loaded, prefix)
+    for name in captures:
+        folder.claim(name)  # before QEMU opens it: a symlink or a user's file there is refused
+
+    def settle() -> None:
+        folder.adopt("fio")
+        folder.stamp(captures)
+
+    return settle
+
+
+def _capture_prefix(skip: int) -> str:
+    return f"resumed-{skip}/" if skip else ""
+
+
+def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen: int | None) -> None:
+    """Run the points the journal lacks, on real machines or on VMs booted for the run."""
+    skip = int(journal.run.get("resumed_after") or 0)  # type: ignore[call-overload]
+    if real_machines(loaded):
+        run_on_machines(loaded, journal.folder.root, journal, say, skip)
+    else:
+        _on_vms(loaded, stem, journal, skip, snaplen, say)
+
+
+def _on_vms(
+    loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
+) -> None:
+    ready_image(say)
+    name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
+    out = journal.folder.root
+    capture = out / _capture_prefix(skip) if loaded.capture else None
+    with running_lab(loaded, name, say, capture, keep_logs=False, snaplen=snaplen) as lab:
+        try:
+            runner.run(
+                loaded, lab.vms, lab.plan.endpoints, out, say, doctor=lab, sink=journal, cables=lab, skip=skip
+            )
+        finally:
+            _collect_logs(lab, journal.folder)
+
+
+def _collect_logs(lab: Lab, folder: OutputFolder) -> None:
+    for vm in lab.vms.values():
+        try:
+            folder.write_text(f"logs/{vm.name}.dmesg", vm.run("dmesg", timeout=30).stdout)
+            tgtd = vm.run("cat /var/log/tgtd.log 2>/dev/null", timeout=30).stdout
+            if tgtd:
+                folder.write_text(f"logs/{vm.name}.tgtd.log", tgtd)
+        except SanlabError:
+            pass
+        if vm.console_log.exists():
+            copy_into(folder, vm.console_log, f"logs/{vm.console_log.name}")
+
+
+def rehearse(loaded: Scenario, say: Say) -> list[DryRunHost]:
+    """Walk the run with hosts that only write down what they are sent (real machines are
+    read first, with ssh and nothing else); return them, commands and all."""
+    if real_machines(loaded):
+        with machine_hosts(loaded) as hosts:
+            ends = check_machines(loaded, hosts, say).endpoints
+    else:
+        ends = plan(loaded, "dry-run", Path("/dry-run"), None).endpoints
+    imagined = {h.name: DryRunHost(h.name) for h in loaded.hosts}
+    runner.rehearse(loaded, imagined, ends)
+    return list(imagined.values())
