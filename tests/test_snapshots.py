@@ -1,4 +1,5 @@
-"""What sanlab prints stays what it printed: the model's records and the analyser's readings.
+"""What sanlab prints stays what it printed: the model's records, the analyser's readings and
+every command a run sends its hosts.
 
 A refactor (the registry, the tiers) must not move a figure.  These files were
 written by the code before the registry (commit ca73ef4) and compared byte
@@ -8,6 +9,11 @@ commit, and says why:
 
     sanlab model --json > tests/golden/snapshots/model-zeta.json
     sanlab analyze --json tests/golden/X.pcap > tests/golden/snapshots/analyze-X.json
+    sanlab run scenarios/X.yaml --dry-run > tests/golden/snapshots/dry-run-X.txt
+
+The dry-run transcripts were written by the code before the scenario plan
+and the move of the run's orchestration out of the CLI (commit f313e26): a
+run on VMs sends each host the same commands, in the same order, after it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ MODEL = {
     "model-lab6.json": [str(SCENARIOS / "labs" / "project-100g.yaml")],
 }
 CAPTURES = sorted((REPO / "tests" / "golden").glob("*.pcap"))
+DRY_RUNS = ("smoke", "incast", "multipath", "restart", "flap", "burst")
 
 
 def _run(*argv: str) -> object:
@@ -50,7 +57,15 @@ def test_the_analysers_reading_is_unchanged(capture):
     assert _run("analyze", "--json", str(capture)) == expected
 
 
+@pytest.mark.parametrize("scenario", DRY_RUNS)
+def test_the_commands_a_run_sends_are_unchanged(scenario):
+    result = CliRunner().invoke(cli, ["run", str(SCENARIOS / f"{scenario}.yaml"), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (SNAPSHOTS / f"dry-run-{scenario}.txt").read_text()
+
+
 def test_every_golden_capture_has_a_snapshot():
     assert {f"analyze-{c.stem}.json" for c in CAPTURES} | set(MODEL) == {
         p.name for p in SNAPSHOTS.glob("*.json")
     }
+    assert {f"dry-run-{s}.txt" for s in DRY_RUNS} == {p.name for p in SNAPSHOTS.glob("*.txt")}
