@@ -29,7 +29,7 @@ from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
 from sanlab.models.sweep_goals import meeting, pareto_front
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded, write_atomically
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.outdir import OutputFolder, signals_held
 from sanlab.scenarios.records import ResultRecord
 
 Progress = Callable[[int, int], None]
@@ -106,10 +106,11 @@ class Journal:
         with open(self.folder.claim(JOURNAL), "a") as handle:
 
             def add(rows: list[dict[str, Any]]) -> None:
-                handle.write("".join(json.dumps(r) + "\n" for r in rows))
-                handle.flush()
-                os.fsync(handle.fileno())
-                self.folder.stamp([JOURNAL])
+                with signals_held():  # the rows and the journal's stamp, together or not at all
+                    handle.write("".join(json.dumps(r) + "\n" for r in rows))
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                    self.folder.stamp([JOURNAL])
 
             yield add
 

@@ -12,11 +12,14 @@ symlink, or that passes through one, belongs to the user.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
 
 from sanlab.scenarios.errors import SanlabError
@@ -37,6 +40,33 @@ def _checked_name(name: str) -> str:
 
 def _stamp(info: os.stat_result) -> list[int]:
     return [info.st_size, info.st_mtime_ns]
+
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Let Ctrl-C and SIGTERM wait until a file and its manifest stamp agree again.
+
+    A write cut between the file and its stamp leaves a file the manifest no
+    longer vouches for, and the next command (``--resume``, a resumed sweep)
+    rightly refuses it as not sanlab's.  Python raises KeyboardInterrupt in
+    the main thread only, and only there can handlers change; a signal that
+    arrives meanwhile is raised again as soon as the block ends.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 class OutputFolder:
@@ -191,8 +221,9 @@ class OutputFolder:
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.claim(name)
-        write_atomically(path, text)
-        self.stamp([name])
+        with signals_held():
+            write_atomically(path, text)
+            self.stamp([name])
         return path
 
     def _save(self) -> None:
