@@ -1,8 +1,7 @@
 """Faults on a timeline while fio runs: pull a cable, plug it back, see what the I/O did.
 
 fio is started in the background on the initiator, so the hosts stay free
-for the faults.  At each fault's time from fio's first completed I/O (a
-loaded guest can take seconds to start fio), the cable is pulled
+for the faults.  At each fault's time from the start, the cable is pulled
 for the fault's length and plugged back.  Where an emulator owns the cable
 (``Cables``), carrier drops at both ends and nothing else changes, as on
 hardware; on real hosts both ends go down together (``ip link set ...
@@ -32,7 +31,6 @@ from sanlab.targets.host import Host, StackError
 
 # How long one look at a running fio waits in the host for it to end.
 POLL_S = 2.0
-IO_POLL_S = 0.1  # how often a faulted run looks for fio's first I/O
 # How long a replugged cable has to carry a ping again before the run stops
 # waiting for I/O that cannot come back (an emulated NIC's queue can stall).
 CARRY_WAIT_S = 20
@@ -226,7 +224,7 @@ def run_faulted(
     def during(start: float) -> list[Window]:
         return [_at(start, fault, inject, say) for fault in faults]
 
-    return _in_background(initiator, argv, timeout, device, during, completion_log=True, wait_for_io=True)
+    return _in_background(initiator, argv, timeout, device, during, completion_log=True)
 
 
 def run_watched(initiator: Host, argv: list[str], timeout: float, device: str | None) -> FaultedRun:
@@ -249,14 +247,9 @@ def _in_background(
     device: str | None,
     during: Callable[[float], list[Window]],
     completion_log: bool,
-    wait_for_io: bool = False,
 ) -> FaultedRun:
     """fio in the background; ``during(start)`` while it runs, then wait for it, watching
-    ``device``.  Whatever happens, fio (its whole process group) is stopped and its files go.
-
-    With ``wait_for_io``, ``start`` is when ``device`` first completes I/O, not when fio was
-    spawned: a guest on a loaded host can take seconds to start fio, and a fault timed
-    from the spawn would then come before any I/O it could be compared with."""
+    ``device``.  Whatever happens, fio (its whole process group) is stopped and its files go."""
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
     logs = [f"--output={tag}.json"]
     if completion_log:
@@ -264,8 +257,6 @@ def _in_background(
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        if wait_for_io and device:
-            start = _io_begun(initiator, pid, device, start + timeout)
         windows = during(start)
         _wait(initiator, pid, start + timeout, device, "after the last fault ended" if windows else "")
         return _collect(initiator, tag, windows)
@@ -357,22 +348,7 @@ def _wait(host: Host, pid: int, deadline: float, device: str | None, since: str 
             )
 
 
-def _io_begun(host: Host, pid: int, device: str, deadline: float) -> float:
-    """The moment ``device``'s completed-I/O count first moves while fio ``pid`` runs (or fio
-    ends, or the deadline passes: then now, and the faults go ahead as timed)."""
-    first: int | None = None
-    while time.monotonic() < deadline:
-        alive, done = _poll(host, pid, device, wait=False)
-        if not alive or done is None:
-            break
-        if first is not None and done > first:
-            break
-        first = done if first is None else first
-        time.sleep(IO_POLL_S)
-    return time.monotonic()
-
-
-def _poll(host: Host, pid: int, device: str | None, wait: bool = True) -> tuple[bool, int | None]:
+def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
     """Whether fio still runs, and how many I/Os ``device`` has completed (None: unknown).
 
     The counts are the block layer's (``/sys/block/DEV/stat``: reads and
@@ -384,7 +360,7 @@ def _poll(host: Host, pid: int, device: str | None, wait: bool = True) -> tuple[
         name = f"$(basename $(readlink -f {shlex.quote(device)}))"
         stat = f"; cat /sys/block/{name}/stat 2>/dev/null"
     # Waits up to POLL_S in the host for fio to end, and learns of its end within a tenth of it.
-    waited = f"timeout {POLL_S:g} tail -s {POLL_S / 10:g} --pid={pid} -f /dev/null; " if wait else ""
+    waited = f"timeout {POLL_S:g} tail -s {POLL_S / 10:g} --pid={pid} -f /dev/null; "
     result = host.run(f"{waited}kill -0 {pid} 2>/dev/null || exit 3{stat}", timeout=POLL_S + 30)
     if result.rc == 3:
         return False, None
