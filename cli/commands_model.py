@@ -25,7 +25,7 @@ from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.records import results_document
 from sanlab.scenarios.registry import FABRIC_NAMES, STACK_NAMES, TRANSPORT_NAMES
-from sanlab.scenarios.schema import DEFAULT_PROFILE, READ_WRITE, Scenario
+from sanlab.scenarios.schema import DEFAULT_PROFILE, READ_WRITE, Projection, Scenario
 from sanlab.validation import fail, load_checked
 
 DEFAULT_SCENARIO = "zeta-2016.yaml"
@@ -42,18 +42,9 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
     missing = [f"--{o.replace('_', '-')}" for o in POINT_OPTIONS if opts.get(o) is None]
     if missing:
         raise click.UsageError(f"--transport needs {', '.join(missing)} too")
-    projection = {
-        "profile": opts["profile"] or DEFAULT_PROFILE,
-        "transport": opts["transport"],
-        "fabric": opts["fabric"],
-        "link_gbps": opts["link_gbps"],
-        "header_digest": opts["header_digest"],
-        "data_digest": opts["data_digest"],
-    }
-    if opts.get("poll"):
-        projection["poll"] = True
-    for key in ("mtu", "target_stack", "backend", "sessions", "queues", "cores", "core", "initiators"):
-        if opts.get(key) is not None:
+    projection = {"profile": opts["profile"] or DEFAULT_PROFILE}
+    for key in Projection.model_fields:  # the options are the schema's projection fields
+        if key != "profile" and opts.get(key) not in (None, False):
             projection[key] = opts[key]
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
     data = {"name": "command-line", "workloads": [workload], "projections": [projection]}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
@@ -24,6 +24,14 @@ from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
 from sanlab.scenarios.semantics import fabric_problem
+
+# What a projection hands its points as it is: every field the model's Point shares with the
+# schema's Projection (their one home), less those ``jobs`` works out (a projection may leave
+# them unset and take them from the scenario's topology or the profile).
+WORKED_OUT = ("transport", "fabric", "link_gbps", "initiators")
+CARRIED = tuple(
+    f.name for f in fields(Point) if f.name in Projection.model_fields and f.name not in WORKED_OUT
+)
 
 
 @dataclass(frozen=True)
@@ -77,30 +85,9 @@ def jobs(scenario: Scenario) -> Iterator[Job]:
                 for rw, bs, qd, nj in itertools.product(
                     workload.rw, workload.bs, workload.iodepth, workload.numjobs
                 ):
-                    yield Job(
-                        Point(
-                            transport=transport,
-                            fabric=fabric,
-                            link_gbps=gbps,
-                            rw=rw,
-                            bs=bs,
-                            iodepth=qd,
-                            numjobs=nj,
-                            profile=projection.profile,
-                            mtu=projection.mtu,
-                            target_stack=projection.target_stack,
-                            backend=projection.backend,
-                            sessions=projection.sessions,
-                            cores=projection.cores,
-                            core=projection.core,
-                            initiators=initiators,
-                            header_digest=projection.header_digest,
-                            data_digest=projection.data_digest,
-                            poll=projection.poll,
-                            queues=projection.queues,
-                        ),
-                        label,
-                    )
+                    carried = {name: getattr(projection, name) for name in CARRIED}
+                    point = Point(transport, fabric, gbps, rw, bs, qd, nj, initiators=initiators, **carried)
+                    yield Job(point, label)
 
 
 def _topology_initiators(scenario: Scenario, transport: str) -> int:

@@ -110,3 +110,40 @@ def test_each_emulated_rdma_fabric_has_a_soft_driver_with_a_module():
         assert (fabric.soft_driver is not None) == fabric.rdma
         if fabric.soft_driver:
             assert fabric.soft_driver in registry.SOFT_RDMA_MODULES
+
+
+def test_every_projection_field_is_a_model_option_and_reaches_the_models_point():
+    """The projection options have one home, the schema: ``sanlab model`` offers each, and a
+    projection hands each to the model's Point (none copied by hand on the way)."""
+    from dataclasses import fields
+
+    from sanlab.commands_model import model
+    from sanlab.models.cores import load_cores
+    from sanlab.models.network import Point
+    from sanlab.models.project import CARRIED, WORKED_OUT, jobs
+    from sanlab.scenarios.loader import parse_scenario
+    from sanlab.scenarios.schema import Projection
+
+    options = {p.name for p in model.params}
+    assert set(Projection.model_fields) - {"label"} <= options
+    shared = {f.name for f in fields(Point)} & set(Projection.model_fields)
+    assert shared == set(Projection.model_fields) - {"label"}  # the label names a row, not a point
+    assert set(CARRIED) | set(WORKED_OUT) == shared
+    chosen = {
+        "profile": "modern-100g",
+        "mtu": 9000,
+        "target_stack": "spdk",
+        "backend": "null",
+        "sessions": 3,
+        "cores": 24,
+        "core": next(iter(load_cores())),
+        "header_digest": True,
+        "data_digest": True,
+        "poll": True,
+        "queues": 5,
+    }
+    assert set(chosen) == set(CARRIED)
+    projection = {"transport": "nvme-tcp", "fabric": "eth", "link_gbps": 100, **chosen}
+    data = {"workloads": [{"rw": "randread", "bs": 4096, "iodepth": 1}], "projections": [projection]}
+    (job,) = jobs(parse_scenario(data, "x.yaml"))
+    assert {name: getattr(job.point, name) for name in CARRIED} == chosen
