@@ -9,9 +9,10 @@ beside the lab's state, and waits.  ``unexport``/``disconnect`` (and ``lab
 down``) send it SIGTERM; it leaves the block - removing exactly what it
 created - and exits.  These are the same recipes ``sanlab run`` uses.
 
-This is the one module of targets/ that reaches into the emulator: a lab's
-hosts, addresses and cables are the emulator's, and what runs on them is
-ours.  The command line only calls ``start``, ``stop``, ``fio`` and ``pull``.
+Like run_session.py and on_machines.py it reaches into the emulator, which
+made the lab: its hosts, addresses and cables are the emulator's, and what
+runs on them is ours.  The command line only calls ``start``, ``stop``,
+``fio``, ``pull`` and ``probe``.
 """
 
 from __future__ import annotations
