@@ -44,8 +44,9 @@ def _one_point(opts: dict[str, Any]) -> Scenario:
         raise click.UsageError(f"--transport needs {', '.join(missing)} too")
     projection = {"profile": opts["profile"] or DEFAULT_PROFILE}
     for key in Projection.model_fields:  # the options are the schema's projection fields
-        if key != "profile" and opts.get(key) not in (None, False):
-            projection[key] = opts[key]
+        given = opts.get(key)
+        if key != "profile" and given is not None and given is not False:  # 0 is a value: checked
+            projection[key] = given
     workload = {k: opts[k] for k in ("rw", "bs", "iodepth", "numjobs")}
     data = {"name": "command-line", "workloads": [workload], "projections": [projection]}
     try:
