@@ -60,6 +60,11 @@ BOOT_TIMEOUT = 180.0
 # boot: 9 s), the initramfs worker stuck for 21 s at a time.  So a reboot
 # waits longer than a first boot does.
 REBOOT_TIMEOUT = 600.0
+# How long a link doctor's step may take to show in the link's health.  After a down/up,
+# rxe re-adds its GIDs from netdev events; on a loaded host that once took longer than the
+# 2 s the doctor used to sleep, so rping failed and the NICs were reset needlessly.
+SETTLE_S = 30.0
+SETTLE_POLL_S = 1.0
 # A lab's name is a name, never a path: it becomes one folder under labs_root().
 LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 # Everything a lab writes into its run directory; nothing else there is ever removed.
@@ -393,8 +398,7 @@ class Lab:
                 say(f"link {link}: {failed[-1].splitlines()[0]}; next: {step} of {both}")
             try:
                 take()
-                time.sleep(2)
-                health = self.check_link(link)
+                health = self._settled(link)
             except SanlabError as exc:
                 failed.append(f"{step} failed: {exc}")
                 continue
@@ -403,6 +407,16 @@ class Lab:
                 return LinkHealth(link, True, f"{step}: {health.detail}{before}")
             failed.append(f"{step} did not help: {health.detail}")
         return LinkHealth(link, False, "; ".join(failed))
+
+    def _settled(self, link: str) -> LinkHealth:
+        """The link's health once a step has had time to take: checked until it answers, for
+        at most SETTLE_S (a silent link is told after one more check past that)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            health = self.check_link(link)
+            if health.ok or time.monotonic() >= deadline:
+                return health
+            time.sleep(SETTLE_POLL_S)
 
     def reboot_link_hosts(self, link: str, say: Say = lambda m: None) -> None:
         """Reboot the guests at the ends of ``link`` (never the fabric VM) and set them up again:
