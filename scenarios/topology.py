@@ -76,12 +76,6 @@ def ports(scenario: Scenario) -> list[Port]:
     return found
 
 
-def trunks(scenario: Scenario) -> list[tuple[int, Link]]:
-    """Links between two switches (built inside the fabric VM)."""
-    switches = set(switch_names(scenario))
-    return [(i, lk) for i, lk in enumerate(scenario.links) if set(lk.endpoints) <= switches]
-
-
 def target_link(scenario: Scenario, target: Target) -> tuple[int, Link] | None:
     """The link a target serves on: the named one (a multipath target's first path), or its
     host's only link."""
@@ -116,11 +110,3 @@ def initiators_of(scenario: Scenario, target: Target) -> list[tuple[str, str]]:
         for p in all_ports
         if p.segment == mine.segment and p.host != target.host and roles.get(p.host) == "initiator"
     ]
-
-
-def target_paths(scenario: Scenario, target: Target) -> list[str]:
-    """The links a target is reached by: its multipath paths, or its one link."""
-    if target.paths:
-        return list(target.paths)
-    found = target_link(scenario, target)
-    return [link_name(found[1], found[0])] if found else []

@@ -22,7 +22,7 @@ from support import SCENARIOS
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("emulator", "targets", "models", "dissectors", "cli", "docs", "scenarios")
 # What only the plan may call: everything else reads scenario.plan.
-DERIVING = {"link_name", "target_link", "initiators_of", "target_paths", "is_switched", "ports", "trunks"}
+DERIVING = {"link_name", "target_link", "initiators_of", "is_switched", "ports", "segments"}
 HOME = {ROOT / "scenarios" / "topology.py", ROOT / "scenarios" / "plan.py"}
 
 
