@@ -7,6 +7,7 @@ which takes half a second to import and which a projection never uses.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import click
 from sanlab.models import calibrate_studies, checks
 from sanlab.models.calibrate import CellError
 from sanlab.models.calibrate_runs import calibrate_and_write
+from sanlab.models.uncertainty import Z95
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import DEFAULT_PROFILE
 from sanlab.validation import fail
@@ -127,15 +129,33 @@ def _calibrate_studies(
         click.echo(f"  cross-validation: {held.label}: IOPS MAPE {score} on {held.cells} cells{note}")
         if held.worst:
             click.echo("    missed most: " + ", ".join(f"{label} {100 * e:+.0f}%" for label, e in held.worst))
-        click.echo(f"    inside their 95% interval: {held.inside} of {held.cells} cells")
+        click.echo(
+            f"    inside their 95% interval: {held.inside} of {held.cells} cells"
+            f" (the model's own error from this split's training cells: sigma {held.model_sigma:.3f})"
+        )
         if held.outside:
             click.echo(
                 "    outside it: " + ", ".join(f"{label} {100 * e:+.0f}%" for label, e in held.outside)
             )
+    _print_coverage(done)
     if write:
         for path in calibrate_studies.write(done):
             click.echo(f"  wrote {path}")
     _print_checks(seed, "the fit just written" if write else "the committed fit")
+
+
+def _print_coverage(done: calibrate_studies.Calibration) -> None:
+    """The model's own error (which every interval carries) and how often the fitted cells
+    fall inside their 95 % interval."""
+    if not done.holdouts:
+        return
+    sigma = done.model_sigma
+    inside, cells = done.summary()["fitted_inside_95"].values()
+    click.echo(
+        f"  the model's own error: sigma {sigma:.3f} of log IOPS (x/{math.exp(Z95 * sigma):.2f} at 95%),"
+        f" from the {len(done.fitted)} fitted cells"
+    )
+    click.echo(f"  fitted cells inside their 95% interval: {inside} of {cells}")
 
 
 def _print_checks(seed: int, which: str) -> None:

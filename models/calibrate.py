@@ -32,7 +32,7 @@ from sanlab.models.priors import PRIOR_WEIGHT, Prior, load_priors
 from sanlab.models.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
-from sanlab.models.uncertainty import Z95
+from sanlab.models.uncertainty import SOLVER_FLOOR, Z95
 from sanlab.scenarios.errors import SanlabError
 
 LATENCY_WEIGHT = 0.5
@@ -40,9 +40,6 @@ LATENCY_WEIGHT = 0.5
 # cents, so figures under CPU_MIN_PCT (rounding alone is 17 % there) are not fitted.
 CPU_WEIGHT = 0.5
 CPU_MIN_PCT = 3.0
-# How closely the MVA solution the fit runs agrees with the simulator (relative
-# IOPS; models/README.md, "Sweeps": MVA only where it is within a few per cent).
-SOLVER_FLOOR = 0.03
 # A posterior interval at least this share of the prior's 95 % width says
 # the cells taught the fit little about that parameter.
 PRIOR_WIDTH_SHARE = 0.8

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from sanlab.models.calibrate import (
     table_for,
 )
 from sanlab.models.checks import confirming_rows
-from sanlab.models.coverage import bands
+from sanlab.models.coverage import Band, bands, inside_count, model_error
 from sanlab.models.metrics import mape
 from sanlab.models.network import LOCAL
 from sanlab.models.priors import Prior
@@ -151,10 +151,21 @@ class Holdout:
     # The unseen cells missed most, worst first, as (label, IOPS error): whether a
     # split's figure is a broad drift or a few cells nothing else in the data explains.
     worst: tuple[tuple[str, float], ...] = ()
-    # How many unseen cells lie inside their projection's 95 % interval (models/coverage.py),
-    # and those outside as (label, IOPS error): misses the model did not admit to.
-    inside: int = 0
-    outside: tuple[tuple[str, float], ...] = ()
+    # Each unseen cell against its projection's 95 % interval (models/coverage.py), which
+    # carries the model's own error as measured on this split's training cells alone.
+    bands: tuple[Band, ...] = ()
+    model_sigma: float = 0.0
+
+    @property
+    def inside(self) -> int:
+        return inside_count(self.bands)[0]
+
+    @property
+    def outside(self) -> tuple[tuple[str, float], ...]:
+        """The cells outside their interval as (label, IOPS error), worst first: misses the
+        model did not admit to."""
+        missed = sorted((b for b in self.bands if not b.inside), key=lambda b: -abs(b.iops_error))
+        return tuple((b.label, b.iops_error) for b in missed)
 
 
 @dataclass(frozen=True)
@@ -165,6 +176,12 @@ class Calibration:
     cells: dict[str, list[CellError]]
     holdouts: list[Holdout]
     priors: dict[str, Prior] = field(default_factory=dict)
+    # The fitted network cells against their projections' 95 % intervals, the model's
+    # error (measured on every split's unseen cells) included.
+    fitted: tuple[Band, ...] = ()
+
+    # The model's own error: the fitted cells' log misses beyond their parameters' spread.
+    model_sigma: float = 0.0
 
     def study_summary(self, name: str) -> dict[str, Any]:
         """What NAME.fit.yaml records of the fit and the README quotes."""
@@ -209,6 +226,17 @@ class Calibration:
             "cross_validation_inside_95": {
                 h.label: {"inside": h.inside, "cells": h.cells} for h in self.holdouts
             },
+            "fitted_inside_95": dict(zip(("inside", "cells"), inside_count(self.fitted), strict=True)),
+        }
+
+    def model_error(self) -> dict[str, Any]:
+        """What stacks.fit.yaml records of the model's own error, which every projection's
+        interval carries (models/uncertainty.py)."""
+        return {
+            "log_sigma": round(self.model_sigma, 4),
+            "cells": len(self.fitted),
+            "note": "the fitted cells' log IOPS misses beyond their parameters' spread;"
+            " cross_validation_inside_95 checks it on cells no fit saw",
         }
 
 
@@ -223,7 +251,15 @@ def calibrate(
     splits = (
         [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
     )
-    return Calibration(result, cells, splits, task.params.priors)
+    network = {name: [c for c in scored if c.row.point.transport != LOCAL] for name, scored in cells.items()}
+    fitted, sigma = _with_own_error(bands(task, result, network))
+    return Calibration(result, cells, splits, task.params.priors, fitted, sigma)
+
+
+def _with_own_error(judged: list[Band]) -> tuple[tuple[Band, ...], float]:
+    """The fitted cells' bands with the model's own error measured on them, and that error."""
+    sigma = model_error(judged)
+    return tuple(replace(b, model_sigma=sigma) for b in judged), sigma
 
 
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
@@ -235,18 +271,20 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
         scored[study.name] = evaluate(held.profiles[study.name], unseen, seed)
     cells = [c for group in scored.values() for c in group]
     errors = [c.iops_error for c in cells]
+    # The model's own error as this split's training cells alone show it: no unseen cell
+    # widens its own interval.
+    training = {s.name: [r for r in s.rows if use(r) and r.point.transport != LOCAL] for s in studies}
+    trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
+    _, sigma = _with_own_error(bands(task, held, trained))
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
-    judged = bands(task, held, scored)
     return Holdout(
         label,
         mape(errors),
         len(errors),
         tuple(held.unconstrained),
         tuple((c.row.label, c.iops_error) for c in worst),
-        sum(b.inside for b in judged),
-        tuple(
-            (b.label, b.iops_error) for b in sorted(judged, key=lambda b: -abs(b.iops_error)) if not b.inside
-        ),
+        tuple(replace(b, model_sigma=sigma) for b in bands(task, held, scored)),
+        sigma,
     )
 
 
@@ -268,7 +306,7 @@ def check_write(names: list[str] | None, cross_validate: bool = True) -> None:
 def write(done: Calibration) -> list[Path]:
     """Write stacks.fit.yaml and every study's NAME.fit.yaml, atomically; refuse a partial fit."""
     check_write(list(done.cells), cross_validate=bool(done.holdouts))
-    stacks = {"reach": done.reach(), "posterior": _posterior(done.result)}
+    stacks = {"reach": done.reach(), "model_error": done.model_error(), "posterior": _posterior(done.result)}
     paths = [_write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), stacks)]
     for name in done.cells:
         paths.append(_write(fit_path(profile_path(name)), name, done, f"{name}.", done.study_summary(name)))

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from sanlab.models.calibrate import SOLVER_FLOOR, CellError, evaluate
+from sanlab.models.calibrate import CellError, evaluate
 from sanlab.models.coverage import Band, with_floor
 from sanlab.models.profile import load_profile
 from sanlab.models.published import Measured, measured, read_rows
 from sanlab.models.reach import past
-from sanlab.models.uncertainty import log_iops_sigma
+from sanlab.models.uncertainty import SOLVER_FLOOR, log_iops_sigma
 from sanlab.scenarios.errors import SanlabError
 
 CHECKS_DIR = Path(__file__).parent / "data"
@@ -53,7 +53,8 @@ class Judged:
     table: str
     check: Check
     cell: CellError
-    # The projection's log-IOPS spread: the committed fit's parameters and the solver's floor.
+    # The projection's log-IOPS spread: the committed fit's parameters, the solver's floor
+    # and the model's own error (uncertainty.log_iops_sigma).
     log_sigma: float = SOLVER_FLOOR
 
     @property
@@ -143,6 +144,6 @@ def judge(seed: int = 1) -> list[Judged]:
         for check in load_checks(path):
             profile = load_profile(check.row.point.profile)
             cell = evaluate(profile, [check.row], seed)[0]
-            params = log_iops_sigma(check.row.point, profile) or 0.0
-            judged.append(Judged(path.stem, check, cell, with_floor(params)))
+            sigma = log_iops_sigma(check.row.point, profile) or with_floor(0.0)
+            judged.append(Judged(path.stem, check, cell, sigma))
     return judged

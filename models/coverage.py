@@ -7,10 +7,15 @@ open (models/uncertainty.py does this for the committed fit): the
 posterior covariance Σ of the split's log parameters - a parameter no
 training cell moves keeps its prior's width - and the cell's sensitivity g
 to each, var = gᵀ Σ g to first order.  The fit's own floor
-(calibrate.SOLVER_FLOOR: how closely the analytic solution it runs agrees
+(uncertainty.SOLVER_FLOOR: how closely the analytic solution it runs agrees
 with the simulator that projects) is added in quadrature, so a cell the
 parameters cannot move (one bound by the wire) still has the model's
-structural error around it.
+structural error around it.  The model's own error - the held-out misses'
+spread beyond what their parameters admitted, measured over every split
+(``model_error``) - is added in quadrature too: it is what a projection
+for a machine no table describes must carry.  A split's coverage is judged
+with the model's error measured on the *other* splits' cells, so no cell
+widens its own interval.
 
 A cell inside its interval was missed by no more than what the data left
 open, and more cells of the same kind would narrow it.  A cell outside is
@@ -26,10 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sanlab.models.calibrate import SOLVER_FLOOR, CellError, Fit, Task
+from sanlab.models.calibrate import CellError, Fit, Task
 from sanlab.models.profile import Profile
 from sanlab.models.published import Measured
-from sanlab.models.uncertainty import STEP, Z95, mva_iops, spread
+from sanlab.models.uncertainty import STEP, Z95, mva_iops, spread, total_sigma
 
 
 @dataclass(frozen=True)
@@ -38,11 +43,35 @@ class Band:
 
     label: str
     iops_error: float  # model / published - 1
-    log_sigma: float  # standard deviation of the projection's log IOPS
+    log_sigma: float  # standard deviation of the projection's log IOPS: parameters and floor
+    model_sigma: float = 0.0  # the model's own error, in quadrature
+
+    @property
+    def total_sigma(self) -> float:
+        return math.sqrt(self.log_sigma**2 + self.model_sigma**2)
+
+    @property
+    def log_miss(self) -> float:
+        return math.log1p(self.iops_error)
 
     @property
     def inside(self) -> bool:
-        return abs(math.log1p(self.iops_error)) <= Z95 * self.log_sigma
+        return abs(self.log_miss) <= Z95 * self.total_sigma
+
+
+def model_error(judged: Sequence[Band]) -> float:
+    """The model's own error, measured: the root of the held-out cells' mean squared log miss
+    beyond the spread their parameters and the floor admitted (a moment estimate; a miss the
+    parameters explain adds nothing, and the mean's bias counts as error)."""
+    if not judged:
+        return 0.0
+    excess = [b.log_miss**2 - b.log_sigma**2 for b in judged]
+    return math.sqrt(max(0.0, sum(excess) / len(excess)))
+
+
+def inside_count(judged: Sequence[Band]) -> tuple[int, int]:
+    """How many cells lie inside their interval, of how many."""
+    return sum(b.inside for b in judged), len(judged)
 
 
 def bands(task: Task, fit: Fit, cells: Mapping[str, Sequence[CellError]]) -> list[Band]:
@@ -58,7 +87,7 @@ def bands(task: Task, fit: Fit, cells: Mapping[str, Sequence[CellError]]) -> lis
 
 def with_floor(log_sigma: float) -> float:
     """A projection's spread from its parameters, with the solver's floor in quadrature."""
-    return math.sqrt(log_sigma**2 + SOLVER_FLOOR**2)
+    return total_sigma(log_sigma, 0.0)
 
 
 def _log_sigmas(task: Task, fit: Fit, rows: Mapping[str, Sequence[Measured]]) -> dict[str, list[float]]:

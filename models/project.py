@@ -18,7 +18,7 @@ from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
 from sanlab.models.reach import past
 from sanlab.models.simulate import Settings, simulate
-from sanlab.models.uncertainty import Z95, log_iops_sigma
+from sanlab.models.uncertainty import Z95, log_iops_sigma, without_parameters
 from sanlab.scenarios.errors import Problem, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
@@ -168,13 +168,14 @@ def _round2(value: float | None) -> float | None:
 def project_point(
     point: Point, settings: Settings | None = None, parameter_range: bool = True
 ) -> ResultRecord:
-    """Simulate one point; with ``parameter_range``, also carry what the calibration leaves open."""
+    """Simulate one point; its interval carries the model's own error and, with
+    ``parameter_range``, what the calibration leaves open of its parameters too."""
     cfg = settings or Settings()
     profile = load_profile(point.profile)
     net = build(point, profile)
     sim = simulate(net, cfg)
     figures = Figures(sim.iops, sim.lat_mean_us, sim.lat_p99_us, sim.cpu_pct, sim.bottleneck, sim.iops_ci95)
-    sigma = log_iops_sigma(point, profile) if parameter_range else None
+    sigma = log_iops_sigma(point, profile) if parameter_range else without_parameters()
     return projected_record(point, net, figures, cfg.seed, sigma)
 
 

@@ -72,7 +72,7 @@ def text_table(cells: Sequence[Cell], title: str) -> str:
     cpu = any(c.record.cpu_initiator_pct is not None or c.record.cpu_target_pct is not None for c in cells)
     head = (
         f"{'set-up':<22} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>10} {'MiB/s':>8} "
-        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% (params)':>17}"
+        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% range':>17}"
     )
     head += f" {'cpu ini':>7} {'cpu tgt':>7}" if cpu else ""
     head += f" {'published':>10} {'err':>7}" if compare else ""
@@ -115,7 +115,10 @@ def _percent(value: float | None) -> str:
 
 
 def _legend(cpu: bool, compare: bool) -> str:
-    parts = ["IOPS 95% (params): the range the fitted parameters leave open (one figure where it is narrow)"]
+    parts = [
+        "IOPS 95% range: what the fitted parameters leave open and the model's own error"
+        " (models/README: how often published cells fall inside)"
+    ]
     if cpu:
         parts.append("cpu ini/tgt: the initiator's and target's CPU busy, % of all their cores")
     if compare:
@@ -139,7 +142,7 @@ def _short(n: float) -> str:
 
 def _range(spread: tuple[float, float] | None) -> str:
     """'92k-766k': the IOPS range the calibration leaves open; one figure where both ends print
-    alike ('19k', not '19k-19k'), and '-' where it is not known."""
+    alike (a fit written before the model's own error was measured), '-' where it is not known."""
     if not spread:
         return "-"
     low, high = _short(spread[0]), _short(spread[1])

@@ -40,6 +40,7 @@ from sanlab.models.profile import profile_names
 from sanlab.models.project import Figures, jobs, project_point, projected_record
 from sanlab.models.simulate import Settings
 from sanlab.models.sweep_goals import Goal, parse_goal
+from sanlab.models.uncertainty import without_parameters
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.records import ResultRecord
@@ -264,6 +265,8 @@ def solve_point(point: SweepPoint, solver: Solver, needs_p99: bool) -> dict[str,
     row.update(record.model_dump(mode="json", exclude={"iops_ci95", "iops_range95"}))
     low, high = record.iops_ci95 or (None, None)
     row.update(key=point.key, solver=used, iops_ci95_low=low, iops_ci95_high=high)
+    low, high = record.iops_range95 or (None, None)
+    row.update(iops_range95_low=low, iops_range95_high=high)
     return row
 
 
@@ -285,7 +288,8 @@ def _by_mva(point: Point, net: Network, solution: Solution, seed: int) -> Result
     cpu = net.cpu_pct((s, solution.utilisation[s.name] * s.servers) for s in queues)
     iops = min(solution.iops, net.bound_iops)
     mean = point.outstanding / iops * 1e6 if iops else None
-    return projected_record(point, net, Figures(solution.iops, mean, None, cpu, solution.bottleneck), seed)
+    figures = Figures(solution.iops, mean, None, cpu, solution.bottleneck)
+    return projected_record(point, net, figures, seed, without_parameters())
 
 
 def chunks(points: list[SweepPoint], size: int) -> Iterator[list[SweepPoint]]:

@@ -241,7 +241,7 @@ COLUMNS = [
     *KEYS,
     *(f for f in ResultRecord.model_fields if f not in KEYS and f not in ("iops_ci95", "iops_range95")),
 ]
-COLUMNS += ["iops_ci95_low", "iops_ci95_high", "solver", "key"]
+COLUMNS += ["iops_ci95_low", "iops_ci95_high", "iops_range95_low", "iops_range95_high", "solver", "key"]
 
 
 OUTPUTS = ("results.parquet", "results.csv", "goals.csv", "pareto.csv", "pareto.png", "summary.json")

@@ -1,4 +1,4 @@
-"""What the calibration leaves open, carried into a projection: an IOPS interval from parameter uncertainty.
+"""What the calibration leaves open, carried into a projection: an IOPS interval that means 95 %.
 
 A projection's confidence interval from the simulator says how well the
 simulation pinned the model's answer; it says nothing of how well the
@@ -12,6 +12,15 @@ their sum is far better known than either.
 A parameter touches a profile where the profile carries its fitted value:
 the stacks' costs (every shipped profile takes them), and a bench's NIC or
 drive wherever another profile borrowed that part (``from:``, ``like:``).
+
+Parameters are not all a projection can get wrong: the model's physics is
+incomplete, and a bench differs from its profile in ways no parameter
+names.  So the interval adds two terms in quadrature: the solver's floor
+(the analytic solution against the simulator) and the model's own error,
+which ``sanlab calibrate --write`` measures from its cross-validation - the
+held-out cells' log misses beyond what their parameter spread admitted
+(models/coverage.py) - and records in stacks.fit.yaml.  No interval is
+zero wide, and the docs report how often the published cells fall inside.
 """
 
 from __future__ import annotations
@@ -30,6 +39,9 @@ from sanlab.scenarios.loader import read_yaml
 
 Z95 = 1.96  # a normal's 95 % two-sided quantile: every interval sanlab prints
 STEP = 0.05  # log step of the finite differences (5 %)
+# How closely the MVA solution the fit runs agrees with the simulator (relative
+# IOPS; models/README.md, "Sweeps": MVA only where it is within a few per cent).
+SOLVER_FLOOR = 0.03
 
 
 @dataclass(frozen=True)
@@ -39,6 +51,9 @@ class Posterior:
     names: list[str]
     values: dict[str, float]
     covariance: np.ndarray
+    # The model's own error: standard deviation of log IOPS that cross-validation
+    # found beyond the parameters' spread (0.0 in a fit written before it was measured).
+    model_sigma: float = 0.0
 
 
 _POSTERIOR: dict[str, Posterior | None] = {}
@@ -67,7 +82,8 @@ def _read_posterior() -> Posterior | None:
         fitted = read_yaml(fit_path(profile_path(study))) or {}
         values |= {f"{study}.{k}": float(v) for k, v in fitted.get("parameters", {}).items()}
     rows = [[math.nan if v is None else float(v) for v in row] for row in posterior["log_covariance"]]
-    return Posterior(names, values, np.array(rows))
+    model_sigma = float((stacks.get("model_error") or {}).get("log_sigma", 0.0))
+    return Posterior(names, values, np.array(rows), model_sigma)
 
 
 def _same(a: Any, b: float) -> bool:
@@ -129,11 +145,29 @@ def spread(slopes: np.ndarray, covariance: np.ndarray) -> float:
     return float(math.sqrt(max(0.0, slopes[used] @ cov @ slopes[used])))
 
 
+def total_sigma(parameter_sigma: float, model_sigma: float) -> float:
+    """A projection's log-IOPS spread: its parameters', the solver's floor and the model's own
+    error, in quadrature (independent sources), so never zero."""
+    return math.sqrt(parameter_sigma**2 + SOLVER_FLOOR**2 + model_sigma**2)
+
+
 def log_iops_sigma(point: Point, profile: Profile) -> float | None:
-    """Standard deviation of the point's log IOPS from what the tables leave open (None: no posterior)."""
+    """Standard deviation of the point's log IOPS, everything counted (None: no posterior)."""
     posterior = load_posterior()
     if posterior is None:
         return None
+    return total_sigma(parameter_sigma(point, profile, posterior), posterior.model_sigma)
+
+
+def without_parameters() -> float | None:
+    """The spread of a projection whose parameter term is not worked out (a sweep's point,
+    where it would cost a solve per fitted parameter): the floor and the model's error."""
+    posterior = load_posterior()
+    return None if posterior is None else total_sigma(0.0, posterior.model_sigma)
+
+
+def parameter_sigma(point: Point, profile: Profile, posterior: Posterior) -> float:
+    """Standard deviation of the point's log IOPS from what the tables leave open (gᵀ Σ g)."""
     base_data = profile.model_dump(mode="json")
     base = math.log(mva_iops(point, profile))
     slopes = np.zeros(len(posterior.names))

@@ -73,7 +73,8 @@ class ResultRecord(BaseModel):
     bound: float | None = None  # the analytic wire limit, IOPS
     iops_ci95: tuple[float, float] | None = None
     # 95 % range of IOPS from what the calibration tables leave open (the
-    # fitted parameters' posterior), not from simulation noise.
+    # fitted parameters' posterior) and the model's own error, measured in
+    # cross-validation - not from simulation noise.
     iops_range95: tuple[float, float] | None = None
     seed: int | None = None
     # Incast: how many initiators share the target's port.  Set on the

@@ -3,19 +3,26 @@
 The interval is what a projection admits it does not know; these tests
 check it means that: a cell's interval widens when the cells that pinned
 its parameters are held out, a cell the parameters cannot move keeps only
-the solver's floor, and inside/outside is read on the log scale the fit
-works in.
+the solver's floor, inside/outside is read on the log scale the fit
+works in, and the model's own error is measured, carried and enough to
+cover 90 % of the cells cross-validation holds out.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
-from sanlab.models.calibrate import SOLVER_FLOOR, evaluate, solve
+from sanlab.models.calibrate import SOLVER_FLOOR, evaluate, load_raw, solve
 from sanlab.models.calibrate_studies import joint_task, load_studies
-from sanlab.models.coverage import Z95, Band, bands
+from sanlab.models.coverage import Z95, Band, bands, model_error
+from sanlab.models.network import Point
+from sanlab.models.project import project_point
+from sanlab.models.simulate import Settings
+from sanlab.models.uncertainty import load_posterior
+from support import REPO
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +70,42 @@ def test_inside_is_read_on_the_log_scale(error, sigma, inside):
     """+100 % and -50 % are the same distance from a projection; ±1.96 σ of log IOPS is the band."""
     assert Band("cell", error, sigma).inside is inside
     assert (abs(math.log1p(error)) <= Z95 * sigma) is inside
+
+
+def test_the_models_own_error_is_what_the_misses_leave_beyond_the_parameters():
+    """σ² = mean(log miss² - parameter spread²): misses the parameters explain add nothing,
+    and the estimate never goes negative."""
+    explained = [Band("a", math.expm1(0.1), 0.2), Band("b", math.expm1(-0.1), 0.2)]
+    assert model_error(explained) == 0.0
+    unexplained = [Band("a", math.expm1(0.5), 0.3), Band("b", math.expm1(-0.5), 0.3)]
+    assert model_error(unexplained) == pytest.approx(0.4)
+    assert model_error([]) == 0.0
+
+
+def test_the_models_own_error_widens_a_band():
+    """A miss outside what the parameters admit lies inside once the model's error is counted."""
+    band = Band("cell", 0.30, SOLVER_FLOOR)
+    assert not band.inside
+    assert replace(band, model_sigma=0.15).inside
+
+
+def test_the_committed_intervals_cover_at_least_90_percent_of_unseen_cells():
+    """The nominal 95 % interval, cross-validated: of every split's unseen cells, at least 90 %
+    lie inside (test_backtest holds that these counts are what `sanlab calibrate` prints)."""
+    result = load_raw(str(REPO / "models/stacks.fit.yaml"))["result"]
+    counts = result["cross_validation_inside_95"].values()
+    inside, cells = sum(c["inside"] for c in counts), sum(c["cells"] for c in counts)
+    assert cells >= 90 and inside / cells >= 0.90, (inside, cells)
+    fitted = result["fitted_inside_95"]
+    assert fitted["inside"] / fitted["cells"] >= 0.90, fitted
+
+
+def test_no_projection_has_a_zero_width_interval():
+    """The model's own error is measured (stacks.fit.yaml) and carried, in a sweep's point too
+    (which leaves the parameters' term out): no range is one figure."""
+    posterior = load_posterior()
+    assert posterior is not None and posterior.model_sigma > SOLVER_FLOOR
+    point = Point("nvme-rdma", "roce", 100, "randread", 65536, 32, 8)
+    sweep_like = project_point(point, Settings(seed=1), parameter_range=False)
+    assert sweep_like.iops_range95 is not None
+    assert sweep_like.iops_range95[0] < sweep_like.iops
