@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,17 +130,37 @@ def fit_parameters(
     return out
 
 
-def residuals(profile: Profile, rows: Sequence[Measured]) -> np.ndarray:
+@dataclass(frozen=True)
+class Correction:
+    """The simulator's figures over the analytic solution's at one cell (models/calibrate_sim.py):
+    multiplied into the MVA's, they make the fit answer to the simulator that projects."""
+
+    iops: float = 1.0
+    latency: float = 1.0
+    cpu: float = 1.0
+
+
+NO_CORRECTION = Correction()
+
+
+def residuals(
+    profile: Profile, rows: Sequence[Measured], corrections: Mapping[int, Correction] | None = None
+) -> np.ndarray:
+    """Each cell's log misses (IOPS, and latency and CPU where published), from the MVA
+    solution - times the cell's correction towards the simulator, where one is given (by
+    ``id`` of the row)."""
     out = []
     side = cpu_side(profile)
     for row in rows:
         net = build(row.point, profile)
         sol = mva.solve(net)
-        out.append(math.log(sol.iops / row.iops))
+        c = (corrections or {}).get(id(row), NO_CORRECTION)
+        out.append(math.log(c.iops * sol.iops / row.iops))
         if row.lat_mean_us:
-            out.append(LATENCY_WEIGHT * math.log(sol.latency_us / row.lat_mean_us))
+            out.append(LATENCY_WEIGHT * math.log(c.latency * sol.latency_us / row.lat_mean_us))
         if side and uses_cpu(row):
-            out.append(CPU_WEIGHT * math.log(max(busy_pct(net, sol, side), 1e-6) / float(row.cpu_pct or 1)))
+            busy = c.cpu * max(busy_pct(net, sol, side), 1e-6)
+            out.append(CPU_WEIGHT * math.log(busy / float(row.cpu_pct or 1)))
     return np.array(out)
 
 
@@ -180,6 +200,8 @@ class Task:
     realise: Realise
     rows: dict[str, list[Measured]]
     like: dict[str, str] = field(default_factory=dict)
+    # Per cell (by ``id`` of the row): the simulator's figures over the MVA's (calibrate_sim).
+    corrections: dict[int, Correction] = field(default_factory=dict)
 
     def profiles(self, x: np.ndarray) -> dict[str, Profile]:
         data = copy.deepcopy(self.document)
@@ -189,7 +211,7 @@ class Task:
 
     def data_residuals(self, x: np.ndarray) -> np.ndarray:
         built = self.profiles(x)
-        parts = [residuals(built[name], rows) for name, rows in self.rows.items() if rows]
+        parts = [residuals(built[name], rows, self.corrections) for name, rows in self.rows.items() if rows]
         return np.concatenate(parts) if parts else np.array([])
 
 
@@ -232,6 +254,13 @@ def solve(task: Task) -> Fit:
 
 def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True) -> Fit:
     """Fit one profile's ``calibration.fit`` on the rows ``use`` accepts, the stacks' costs held."""
+    return solve(profile_task(raw, rows, use))
+
+
+def profile_task(
+    raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], bool] = lambda r: True
+) -> Task:
+    """The fit of one profile's ``calibration.fit`` on the rows ``use`` accepts, stacks held."""
     name = str(raw.get("name"))
 
     def realise(data: dict[str, Any]) -> dict[str, Profile]:
@@ -239,7 +268,7 @@ def fit(raw: dict[str, Any], rows: list[Measured], use: Callable[[Measured], boo
         return {name: Profile.model_validate(resolved)}
 
     like = raw.get("calibration", {}).get("like") or {}
-    return solve(Task(raw, fit_parameters(raw), realise, {name: [r for r in rows if use(r)]}, like))
+    return Task(raw, fit_parameters(raw), realise, {name: [r for r in rows if use(r)]}, like)
 
 
 def _unmoved(

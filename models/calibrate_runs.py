@@ -28,7 +28,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from sanlab.models.calibrate import Fit, evaluate, fit
+from sanlab.models.calibrate import Fit, evaluate, profile_task
+from sanlab.models.calibrate_sim import solve_by_simulation
 from sanlab.models.metrics import mape
 from sanlab.models.network import Point, default_stack
 from sanlab.models.params import get_param, set_param
@@ -169,7 +170,7 @@ def calibrate_runs(dirs: list[Path], name: str, base: str) -> tuple[Fit, list[Me
     rows = rows_from_runs(dirs, load_profile(base))
     raw = starting_profile(base, name, rows)
     rows = [dataclasses.replace(r, point=dataclasses.replace(r.point, profile=name)) for r in rows]
-    return fit(raw, rows), rows, raw
+    return solve_by_simulation(profile_task(raw, rows)), rows, raw
 
 
 def write_profile(raw: dict[str, Any], result: Fit, dirs: list[Path], base: str) -> Path:

@@ -1,12 +1,15 @@
 """``sanlab calibrate --runs``: a profile fitted to run records gives back what made them.
 
-Records are projected by the model's analytic solver from a profile whose
+Records are projected by the model's simulator - the solver that projects,
+as a real machine's runs would be measured - from a profile whose
 parameters are known (modern-100g, resolved), with a seeded 2 % lognormal
-"measurement" noise; the fit starts from a copy with every fitted
-parameter 1.7 times off.  Each recovered parameter's 95 % interval must
-hold the truth, and cells left out of the fit must be projected within
-5 %.  (Against simulator-made records the MVA-based fit is biased; see
-models/README.md, "Your own hardware".)
+"measurement" noise, and written as ``sanlab run`` writes results.json;
+the fit starts from a copy with every fitted parameter 1.7 times off.
+Each recovered parameter's 95 % interval must hold the truth, and cells
+left out of the fit must be projected within 5 % on average and 10 % at
+worst.  The fit runs the analytic solution corrected towards the simulator
+(models/calibrate_sim.py); without the correction it is biased where the
+two solvers differ.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.models import mva
 from sanlab.models.calibrate_runs import calibrate_runs, rows_from_runs, starting_profile
 from sanlab.models.network import Point, build
 from sanlab.models.params import get_param, set_param
 from sanlab.models.profile import clear_cache, load_profile
+from sanlab.models.project import project_point
+from sanlab.models.simulate import Settings, simulate
 
 NOISE = 0.02
+SIMULATED = 11  # the records' seed: not the fit's (1), so the fit meets fresh batches
 TRANSPORTS = [("nvme-rdma", "roce"), ("nvme-tcp", "eth"), ("iscsi", "eth")]
 
 
@@ -43,23 +48,22 @@ def cells() -> list[Point]:
 
 
 def record(point: Point, rng: random.Random) -> dict[str, object]:
-    sol = mva.solve(build(point))
+    """A run's record of ``point`` as the simulator projects it, with measurement noise."""
+    made = project_point(point, Settings(seed=SIMULATED), parameter_range=False)
     noise = math.exp(rng.gauss(0.0, NOISE))
-    return {
+    iops = (made.iops or 0) * noise
+    return made.model_dump(mode="json") | {
         "mode": "emulated",
-        "transport": point.transport,
-        "fabric": point.fabric,
-        "link_gbps": point.link_gbps,
-        "mtu": point.mtu,
-        "rw": point.rw,
-        "bs": point.bs,
-        "iodepth": point.iodepth,
-        "numjobs": point.numjobs,
-        "iops": sol.iops * noise,
-        "bw_mibps": sol.iops * noise * point.bs / 2**20,
-        "lat_mean_us": sol.latency_us / noise,
+        "iops": iops,
+        "bw_mibps": iops * point.bs / 2**20,
+        "lat_mean_us": (made.lat_mean_us or 0) / noise,
         "verify": "off",
     }
+
+
+def simulated_iops(point: Point, profile=None) -> float:
+    net = build(point, profile)
+    return min(simulate(net, Settings(seed=SIMULATED)).iops, net.bound_iops)
 
 
 def held_out(point: Point) -> bool:
@@ -95,6 +99,7 @@ def perturbed_base(profiles: Path, run: Path) -> dict[str, float]:
     return truth
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_recovered_parameters_hold_the_truth_within_their_intervals(profiles, tmp_path):
     run = write_run(tmp_path / "run", cells())
     truth = perturbed_base(profiles, run)
@@ -113,7 +118,9 @@ def test_recovered_parameters_hold_the_truth_within_their_intervals(profiles, tm
     assert len(pinned) >= len(truth) - 2
 
 
+@pytest.mark.slow  # seconds of fitting, projecting or waiting
 def test_cells_left_out_of_the_fit_are_projected_within_5_percent(profiles, tmp_path):
+    """The 12 64 KiB random writes held back: mean error at most 5 %, the worst at most 10 %."""
     from sanlab.models.calibrate_runs import write_profile
 
     points = cells()
@@ -122,10 +129,9 @@ def test_cells_left_out_of_the_fit_are_projected_within_5_percent(profiles, tmp_
     result, _, raw = calibrate_runs([run], "recovered", "perturbed")
     write_profile(raw, result, [run], "perturbed")
     fitted = load_profile("recovered")
-    for point in (p for p in points if held_out(p)):
-        truth = mva.solve(build(point)).iops
-        projected = mva.solve(build(point, fitted)).iops
-        assert projected == pytest.approx(truth, rel=0.05), point
+    errors = [abs(simulated_iops(p, fitted) / simulated_iops(p) - 1) for p in points if held_out(p)]
+    assert len(errors) == 12
+    assert sum(errors) / len(errors) <= 0.05 and max(errors) <= 0.10, errors
 
 
 @pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
@@ -142,10 +148,8 @@ def test_the_cli_writes_a_profile_that_model_then_uses(profiles, tmp_path):
     assert fitted.returncode == 0, fitted.stderr
     document = json.loads(fitted.stdout)
     assert Path(document["profile"]) == profiles / "my-lab.yaml"
-    # The records come from the analytic solver the fit runs, the errors from
-    # the simulator: at 4 jobs of 64 KiB reads at QD 1 the two differ by 16 %
-    # (Seidmann's approximation against deterministic wire and bus service).
-    assert len(document["cells"]) == 16 and all(abs(c["error_pct"]) < 20 for c in document["cells"])
+    # The records and the errors both come from the simulator; the records carry 2 % noise.
+    assert len(document["cells"]) == 16 and all(abs(c["error_pct"]) < 10 for c in document["cells"])
     assert all(len(p["interval_95"]) == 2 for p in document["parameters"].values())
     projected = sanlab(
         "model", "--profile", "my-lab", "--transport", "nvme-rdma", "--fabric", "roce", "--link-gbps", "100",

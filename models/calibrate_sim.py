@@ -1,0 +1,73 @@
+"""A fit that answers to the simulator: the analytic solution, corrected cell by cell.
+
+The fit's least squares runs the analytic MVA solution thousands of times,
+because the simulator, which projects, would take minutes for each step.
+Where the two disagree (light load, one I/O in flight, packets batched at
+depth) a fit to records the simulator made - or a real machine, which the
+simulator is the model of - is biased by the difference: a parameter
+absorbs it.  So the fit is repeated with each cell's MVA figures multiplied
+by the simulator's over the MVA's at the last fit (IOPS, latency, CPU): a
+fixed-point iteration that needs one simulation per cell per round and
+stops when no parameter moves more than ``SETTLED``.  The correction
+varies slowly with the parameters, so two or three rounds settle it
+(``tests/test_calibrate_runs.py`` measures recovery from simulator-made
+records).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+from sanlab.models import mva
+from sanlab.models.calibrate import Correction, Fit, Task, busy_pct, cpu_side, solve, uses_cpu
+from sanlab.models.network import build
+from sanlab.models.params import set_param
+from sanlab.models.profile import Profile
+from sanlab.models.published import Measured
+from sanlab.models.simulate import Settings, simulate
+
+ROUNDS = 4  # at most, after the plain analytic fit
+SETTLED = 0.01  # no parameter moved more than this share in the last round
+
+
+def solve_by_simulation(task: Task, seed: int = 1, rounds: int = ROUNDS) -> Fit:
+    """The fit of ``task`` with its cells corrected towards the simulator until it settles."""
+    result = solve(task)
+    for _ in range(rounds):
+        corrections = {
+            id(row): correction(result.profiles[name], row, seed)
+            for name, rows in task.rows.items()
+            for row in rows
+        }
+        task = dataclasses.replace(task, document=_at(task, result), corrections=corrections)
+        previous, result = result, solve(task)
+        if _settled(previous, result):
+            break
+    return result
+
+
+def correction(profile: Profile, row: Measured, seed: int) -> Correction:
+    """The simulator's IOPS, mean latency and CPU over the analytic solution's at ``row``."""
+    net = build(row.point, profile)
+    sol = mva.solve(net)
+    sim = simulate(net, Settings(seed=seed))
+    iops = min(sim.iops, net.bound_iops) / sol.iops
+    latency = (sim.lat_mean_us / sol.latency_us) if sim.lat_mean_us and sol.latency_us else 1.0
+    side = cpu_side(profile)
+    cpu = 1.0
+    if side and uses_cpu(row):
+        cpu = float(sim.cpu_pct[side]) / max(busy_pct(net, sol, side), 1e-6)
+    return Correction(iops, latency, cpu)
+
+
+def _at(task: Task, result: Fit) -> dict:
+    """The task's document with the last fit's values: the next round starts from there."""
+    document = copy.deepcopy(task.document)
+    for name, value in result.params.items():
+        set_param(document, name, value)
+    return document
+
+
+def _settled(previous: Fit, current: Fit) -> bool:
+    return all(abs(current.params[n] / previous.params[n] - 1) <= SETTLED for n in current.params)
