@@ -29,6 +29,7 @@ class Measured:
     def label(self) -> str:
         p = self.point
         digests = ("+hdgst" if p.header_digest else "") + ("+ddgst" if p.data_digest else "")
+        digests += "+poll" if p.poll else ""
         shape = f"{p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}{digests}"
         return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {shape}"
 
@@ -74,7 +75,8 @@ def _flag(row: dict[str, str], column: str) -> bool:
 
 def measured(row: dict[str, str], profile: str) -> Measured:
     """One published row as a point on ``profile`` (or its own ``profile`` column); a table
-    may name each row's ``mtu``, ``backend`` and ``target_stack``, else the profile's apply."""
+    may name each row's ``mtu``, ``backend`` and ``target_stack``, else the profile's apply,
+    and say whether the host polled (``poll``: fio's hipri on NVMe poll queues)."""
     local = row.get("setup") == "local"
     lat = row.get("lat_mean_ms")
     cpu = row.get("cpu_pct")
@@ -92,6 +94,7 @@ def measured(row: dict[str, str], profile: str) -> Measured:
         target_stack=row.get("target_stack") or None,
         header_digest=_flag(row, "header_digest"),
         data_digest=_flag(row, "data_digest"),
+        poll=_flag(row, "poll"),
     )
     return Measured(
         point=point,
