@@ -142,6 +142,7 @@ def _calibrate_studies(
         for path in calibrate_studies.write(done):
             click.echo(f"  wrote {path}")
     _print_checks(seed, "the fit just written" if write else "the committed fit")
+    _print_refusals()
 
 
 def _print_coverage(done: calibrate_studies.Calibration) -> None:
@@ -175,6 +176,12 @@ def _print_checks(seed: int, which: str) -> None:
             + ("" if j.band.inside else "  outside its 95% interval")
             + (f"  OVER ITS TOLERANCE: {'; '.join(j.misses)}" if j.misses else "")
         )
+
+
+def _print_refusals() -> None:
+    """The published rows the model cannot express, with why: dropped by name, never silently."""
+    for r in checks.refusals():
+        click.echo(f"  {r.table}: not expressed, rows {r.rows}: {r.reason}")
 
 
 def _cpu_beside(cell: CellError) -> str:

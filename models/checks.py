@@ -28,6 +28,7 @@ from sanlab.models.published import Measured, measured, read_rows
 from sanlab.models.reach import past
 from sanlab.models.uncertainty import SOLVER_FLOOR, log_iops_sigma
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.yamlfile import load_yaml
 
 CHECKS_DIR = Path(__file__).parent / "data"
 # A row allowed no more than this is one whose physics should carry (line rate, wire overhead);
@@ -91,6 +92,25 @@ class Judged:
 
 def check_tables() -> list[Path]:
     return sorted(CHECKS_DIR.glob("*.csv"))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Rows of a published table the model cannot express, and why (TABLE.refused.yaml)."""
+
+    table: str
+    rows: str  # which rows, in words
+    reason: str
+
+
+def refusals() -> list[Refusal]:
+    """Every check table's refused rows, as ``sanlab calibrate`` lists them under the table."""
+    found = []
+    for path in sorted(CHECKS_DIR.glob("*.refused.yaml")):
+        table = path.name.removesuffix(".refused.yaml")
+        for entry in load_yaml(path) or []:
+            found.append(Refusal(table, str(entry["rows"]), " ".join(str(entry["reason"]).split())))
+    return found
 
 
 def load_checks(path: Path) -> list[Check]:

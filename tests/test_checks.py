@@ -137,7 +137,7 @@ def test_every_kernel_nvme_tcp_row_is_checked_or_refused_with_its_reason(calibra
     shared = read_rows(calibration_dir / f"{KERNEL_TABLE}.csv")
     checked = read_rows(checks.CHECKS_DIR / f"{KERNEL_TABLE}.csv")
     refused = yaml.safe_load((checks.CHECKS_DIR / f"{KERNEL_TABLE}.refused.yaml").read_text())
-    assert all(entry["reason"].strip() for entry in refused)
+    assert all(entry["reason"].strip() and entry["rows"].strip() for entry in refused)
 
     def is_checked(row):
         return any(
@@ -158,3 +158,11 @@ def test_every_kernel_nvme_tcp_row_is_checked_or_refused_with_its_reason(calibra
     for number, row in enumerate(shared, start=2):
         assert is_checked(row) + len(refusals(row)) == 1, (number, row["note"][:60])
     assert sum(is_checked(r) for r in shared) == len(checked) == 13
+
+
+def test_refused_rows_are_listed_with_their_reason_in_one_line_each():
+    """What `sanlab calibrate` prints under the check tables: table, which rows, why."""
+    found = checks.refusals()
+    assert {r.table for r in found} == {KERNEL_TABLE}
+    assert len(found) == 3 and all(r.reason and "\n" not in r.reason for r in found)
+    assert any(r.rows == "2019-09-24 baseline, 6-8 threads" for r in found)
