@@ -102,6 +102,9 @@ class Network:
     initiator_cores: int
     target_cores: int
     split: int = 1
+    # What one I/O (one piece of a split one) puts on the wire, message by message, and
+    # the round trips it waits for: the ladder the golden captures check (tests/test_golden).
+    recipe: Recipe | None = None
 
     @property
     def spinning_pct(self) -> float:
@@ -197,6 +200,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         bound_iops=wire_bound_iops(wire, data_rate_gbps(point.fabric, point.link_gbps)),
         target_stack=stack,
         mtu=mtu,
+        recipe=r,
         initiator_cores=prof.initiator.cores * point.initiators,  # CPU % is the average initiator's
         target_cores=prof.target.cores,
     )
