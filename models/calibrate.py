@@ -393,4 +393,4 @@ def table_for(raw: dict[str, Any], data_dir: str | Path | None) -> list[Measured
     table = raw.get("calibration", {}).get("data")
     if not table:
         raise SanlabError(f"profile {raw.get('name')}: calibration.data names no table")
-    return load_table(calibration_dir(data_dir) / table, raw["name"])
+    return load_table(calibration_dir(data_dir) / table, raw["name"], raw["calibration"].get("select"))

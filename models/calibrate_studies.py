@@ -42,6 +42,7 @@ from sanlab.models.profile import (
     clear_cache,
     fit_path,
     inherit,
+    load_profile,
     parse_stacks,
     profile_names,
     profile_path,
@@ -106,14 +107,31 @@ def joint_task(studies: list[Study], use: Use = lambda r: True) -> Task:
         for name, sibling in (stacks.get("calibration", {}).get("like") or {}).items()
     }
 
+    names = {s.name for s in studies}
+    # A study that borrows a part from another study of this fit is built after it, from it.
+    order = sorted(studies, key=lambda s: bool(_borrows(s.raw) & names))
+
     def realise(data: dict[str, Any]) -> dict[str, Profile]:
         costs = parse_stacks(data[STACKS], str(STACKS_FILE))
-        return {
-            s.name: Profile.model_validate(with_stacks(inherit(data[s.name], s.name), costs)) for s in studies
-        }
+        built: dict[str, Profile] = {}
+
+        def lookup(name: str) -> Profile:
+            return built[name] if name in built else load_profile(name)
+
+        for s in order:
+            resolved = inherit(data[s.name], s.name, lookup)
+            built[s.name] = Profile.model_validate(with_stacks(resolved, costs))
+        return built
 
     rows = {s.name: [r for r in s.rows if use(r)] for s in studies}
     return Task(document, params, realise, rows, like)
+
+
+def _borrows(raw: dict[str, Any]) -> set[str]:
+    """The profiles a study's hosts, NICs and backends name in ``from:``."""
+    parts = [raw.get("initiator"), raw.get("target"), *(raw.get("nics") or [])]
+    parts += list((raw.get("backends") or {}).values())
+    return {str(p["from"]) for p in parts if isinstance(p, dict) and "from" in p}
 
 
 def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -397,20 +398,23 @@ def load_profile(name_or_path: str) -> Profile:
     return profile
 
 
-def inherit(data: Any, source: str) -> Any:
+def inherit(data: Any, source: str, lookup: Callable[[str], Profile] | None = None) -> Any:
     """Resolve ``from: PROFILE`` in hosts, NICs and backends.
 
     ``{from: starwind-2024, cores: 32}`` under ``initiator`` means "the
     initiator of starwind-2024, with 32 cores": a fitted value lives in one
-    file only and every profile that shares the part follows it.
+    file only and every profile that shares the part follows it.  A joint
+    fit passes ``lookup``, so that a study borrowing from another study of
+    the same fit takes that study's values in the fit, not its committed ones.
     """
     if not isinstance(data, dict):
         return data
+    find = lookup or load_profile
 
     def resolve(entry: Any, where: str, pick: Any) -> Any:
         if not (isinstance(entry, dict) and "from" in entry):
             return entry
-        other = load_profile(str(entry["from"]))
+        other = find(str(entry["from"]))
         base = pick(other)
         if base is None:
             raise ScenarioError([Problem(source, where, f"{entry['from']!r} has no such part")])

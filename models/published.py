@@ -11,6 +11,7 @@ import csv
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sanlab.models.network import LOCAL, Point
 from sanlab.scenarios.errors import SanlabError
@@ -50,10 +51,56 @@ def calibration_dir(explicit: str | Path | None = None) -> Path:
     )
 
 
-def load_table(path: Path, profile: str) -> list[Measured]:
+def load_table(path: Path, profile: str, select: dict[str, Any] | None = None) -> list[Measured]:
     """Rows of one published table as points on ``profile`` (or on a row's own ``profile``
-    column, with its ``mtu`` where the table gives one)."""
-    return [measured(row, profile) for row in read_rows(path)]
+    column, with its ``mtu`` where the table gives one).  A table of mailing-list posts
+    (a ``message_id`` column) is read through ``select`` (``from_post``)."""
+    rows = read_rows(path)
+    if rows and "message_id" in rows[0]:
+        if not select:
+            raise SanlabError(f"{path}: a table of posts needs the profile's calibration.select")
+        return [measured(r, profile) for r in from_posts(rows, select)]
+    return [measured(row, profile) for row in rows]
+
+
+POST_SELECT = ("note_contains", "initiator_contains", "fabric", "link_gbps", "mtu")
+
+
+def from_posts(rows: list[dict[str, str]], select: dict[str, Any]) -> list[dict[str, str]]:
+    """The rows of a posts table (shared/calibration/linux-nvme-tcp-2019-2020.csv) that
+    ``select`` picks, in the columns ``measured`` reads.
+
+    The posts state transport, queue depth, jobs, IOPS and mean latency; the
+    link (fabric, rate, MTU) is the profile's assumption, given in ``select``;
+    a host polled where its fio used hipri; each row is a 4 KiB random read
+    (what the posts and their README say)."""
+    unknown = sorted(set(select) - set(POST_SELECT))
+    if unknown:
+        raise SanlabError(f"calibration.select: {', '.join(unknown)} unknown (use {', '.join(POST_SELECT)})")
+    picked = []
+    for row in rows:
+        if str(select.get("note_contains", "")) not in row["note"]:
+            continue
+        if str(select.get("initiator_contains", "")) not in row["initiator"]:
+            continue
+        iops = float(row["iops"])
+        picked.append(
+            {
+                "transport": row["transport"],
+                "fabric": str(select["fabric"]),
+                "link_gbps": str(select["link_gbps"]),
+                "mtu": str(select.get("mtu", "")),
+                "rw": "randread",
+                "bs": "4k",
+                "iodepth": row["iodepth"],
+                "numjobs": row["numjobs"],
+                "iops": row["iops"],
+                "bw_mibps": str(iops * 4096 / 2**20),
+                "lat_mean_ms": str(float(row["lat_mean_us"]) / 1000),
+                "poll": "1" if "hipri" in row["initiator"] else "0",
+            }
+        )
+    return picked
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:

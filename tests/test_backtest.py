@@ -133,11 +133,11 @@ def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_di
 
 @pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
 def test_writing_a_fit_of_one_study_is_refused_before_fitting():
-    """The stacks' costs belong to every study: refitting them from one would silently drop the other."""
+    """The stacks' costs belong to every study: refitting them from one would silently drop the others."""
     before = (REPO / "models/stacks.fit.yaml").read_text()
     run = subprocess.run(
         [sys.executable, "-m", "sanlab", "calibrate", "zeta-2016", "--write"], capture_output=True, text=True
     )
-    assert run.returncode == 1 and "include starwind-2024" in run.stderr + run.stdout
+    assert run.returncode == 1 and "include intel-nvme-tcp-2020, starwind-2024" in run.stderr + run.stdout
     assert "fitting" not in run.stdout
     assert (REPO / "models/stacks.fit.yaml").read_text() == before

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from sanlab.models import checks
-from sanlab.models.calibrate import SOLVER_FLOOR
-from sanlab.models.published import read_rows
+from sanlab.models.calibrate import SOLVER_FLOOR, load_raw
+from sanlab.models.published import from_posts, read_rows
 from sanlab.scenarios.errors import SanlabError
 
 
@@ -128,13 +128,16 @@ def test_a_data_digest_costs_the_throughput_published_for_it(judged):
 
 
 KERNEL_TABLE = "linux-nvme-tcp-2019-2020"
+KERNEL_STUDY = "intel-nvme-tcp-2020"
 
 
-def test_every_kernel_nvme_tcp_row_is_checked_or_refused_with_its_reason(calibration_dir):
-    """Each row of the shared kernel NVMe/TCP table is projected (models/data/KERNEL_TABLE.csv)
-    or named as one the model cannot express, with why (KERNEL_TABLE.refused.yaml): none
-    silently dropped, none both."""
+def test_every_kernel_nvme_tcp_row_is_fitted_checked_or_refused_with_its_reason(calibration_dir):
+    """Each row of the shared kernel NVMe/TCP table is fitted (the intel-nvme-tcp-2020 study's
+    calibration.select), projected without being fitted (models/data/KERNEL_TABLE.csv) or
+    named as one the model cannot express, with why (KERNEL_TABLE.refused.yaml): none
+    silently dropped, none twice."""
     shared = read_rows(calibration_dir / f"{KERNEL_TABLE}.csv")
+    select = load_raw(KERNEL_STUDY)["calibration"]["select"]
     checked = read_rows(checks.CHECKS_DIR / f"{KERNEL_TABLE}.csv")
     refused = yaml.safe_load((checks.CHECKS_DIR / f"{KERNEL_TABLE}.refused.yaml").read_text())
     assert all(entry["reason"].strip() and entry["rows"].strip() for entry in refused)
@@ -155,9 +158,13 @@ def test_every_kernel_nvme_tcp_row_is_checked_or_refused_with_its_reason(calibra
             and ("numjobs" not in e or int(row["numjobs"]) in e["numjobs"])
         ]
 
+    def is_fitted(row):
+        return select["note_contains"] in row["note"] and select["initiator_contains"] in row["initiator"]
+
     for number, row in enumerate(shared, start=2):
-        assert is_checked(row) + len(refusals(row)) == 1, (number, row["note"][:60])
-    assert sum(is_checked(r) for r in shared) == len(checked) == 13
+        assert is_fitted(row) + is_checked(row) + len(refusals(row)) == 1, (number, row["note"][:60])
+    assert sum(is_checked(r) for r in shared) == len(checked) == 9
+    assert sum(is_fitted(r) for r in shared) == len(from_posts(shared, select)) == 4
 
 
 def test_refused_rows_are_listed_with_their_reason_in_one_line_each():
@@ -166,3 +173,31 @@ def test_refused_rows_are_listed_with_their_reason_in_one_line_each():
     assert {r.table for r in found} == {KERNEL_TABLE}
     assert len(found) == 3 and all(r.reason and "\n" not in r.reason for r in found)
     assert any(r.rows == "2019-09-24 baseline, 6-8 threads" for r in found)
+
+
+POST_HEADER = (
+    "post,message_id,transport,target,initiator,nic,cpu,rw,bs,iodepth,numjobs,iops,lat_mean_us,note\n"
+)
+POST_ROWS = (
+    'p,m1,nvme-tcp,nvmet,"host, io_uring hipri",n,c,randread,4k,32,1,247000,113.95,with patches; batch 8\n'
+    'p,m1,nvme-tcp,nvmet,"host, io_uring hipri",n,c,randread,4k,32,1,234000,122.98,baseline; batch 8\n'
+    "p,m2,nvme-tcp,nvmet,host fio,n,c,randread,4k,32,2,160000,376.55,patches on target kernel\n"
+)
+
+
+def test_a_posts_table_is_read_through_the_profiles_select(tmp_path):
+    """A post's row becomes a 4 KiB random read on the link the profile assumes, polled where
+    fio used hipri; only the rows the select names are taken."""
+    from sanlab.models.published import load_table
+
+    table = tmp_path / "posts.csv"
+    table.write_text(POST_HEADER + POST_ROWS)
+    select = {"note_contains": "patche", "initiator_contains": "hipri", "fabric": "eth", "link_gbps": 100}
+    (row,) = load_table(table, "intel-nvme-tcp-2020", select)
+    assert row.point.poll and (row.point.bs, row.point.rw, row.point.iodepth) == (4096, "randread", 32)
+    assert row.iops == 247000 and row.lat_mean_us == pytest.approx(113.95)
+    assert row.point.fabric == "eth" and row.point.link_gbps == 100
+    with pytest.raises(SanlabError, match="needs the profile's calibration.select"):
+        load_table(table, "intel-nvme-tcp-2020")
+    with pytest.raises(SanlabError, match="calibration.select: speed unknown"):
+        load_table(table, "intel-nvme-tcp-2020", select | {"speed": 1})

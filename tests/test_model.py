@@ -271,5 +271,5 @@ def test_the_printed_table_has_cpu_columns_a_legend_and_no_empty_columns():
     assert "cpu ini" in head and "cpu tgt" in head and "lat err" not in head
     rows = [line for line in result.output.splitlines() if line.startswith("iSCSI 10GbE")]
     assert rows and all(line.count("%") >= 3 for line in rows)  # two CPU columns and err
-    assert any(" 15k-19k " in line for line in rows)  # 64 KiB at 10 GbE: the link's 19k at the top
+    assert any(" 16k-19k " in line for line in rows)  # 64 KiB at 10 GbE: the link's 19k at the top
     assert "err: (model - published) / published" in result.output
