@@ -20,12 +20,11 @@ import copy
 import dataclasses
 
 from sanlab.models import mva
-from sanlab.models.calibrate import Correction, Fit, Task, busy_pct, cpu_side, solve, uses_cpu
+from sanlab.models.calibrate import Correction, Fit, Task, busy_pct, cpu_side, evaluate, solve
 from sanlab.models.network import build
 from sanlab.models.params import set_param
 from sanlab.models.profile import Profile
 from sanlab.models.published import Measured
-from sanlab.models.simulate import Settings, simulate
 
 ROUNDS = 4  # at most, after the plain analytic fit
 SETTLED = 0.01  # no parameter moved more than this share in the last round
@@ -48,17 +47,16 @@ def solve_by_simulation(task: Task, seed: int = 1, rounds: int = ROUNDS) -> Fit:
 
 
 def correction(profile: Profile, row: Measured, seed: int) -> Correction:
-    """The simulator's IOPS, mean latency and CPU over the analytic solution's at ``row``."""
+    """The simulator's IOPS, mean latency and CPU (as ``evaluate`` scores a cell) over the
+    analytic solution's at ``row``."""
+    (sim,) = evaluate(profile, [row], seed)
     net = build(row.point, profile)
     sol = mva.solve(net)
-    sim = simulate(net, Settings(seed=seed))
-    iops = min(sim.iops, net.bound_iops) / sol.iops
     latency = (sim.lat_mean_us / sol.latency_us) if sim.lat_mean_us and sol.latency_us else 1.0
-    side = cpu_side(profile)
     cpu = 1.0
-    if side and uses_cpu(row):
-        cpu = float(sim.cpu_pct[side]) / max(busy_pct(net, sol, side), 1e-6)
-    return Correction(iops, latency, cpu)
+    if sim.cpu_pct is not None:
+        cpu = sim.cpu_pct / max(busy_pct(net, sol, cpu_side(profile)), 1e-6)
+    return Correction(sim.iops / sol.iops, latency, cpu)
 
 
 def _at(task: Task, result: Fit) -> dict:
