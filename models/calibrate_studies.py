@@ -42,6 +42,7 @@ from sanlab.models.profile import (
     clear_cache,
     fit_path,
     inherit,
+    lenders,
     load_profile,
     parse_stacks,
     profile_names,
@@ -109,7 +110,7 @@ def joint_task(studies: list[Study], use: Use = lambda r: True) -> Task:
 
     names = {s.name for s in studies}
     # A study that borrows a part from another study of this fit is built after it, from it.
-    order = sorted(studies, key=lambda s: bool(_borrows(s.raw) & names))
+    order = sorted(studies, key=lambda s: bool(lenders(s.raw) & names))
 
     def realise(data: dict[str, Any]) -> dict[str, Profile]:
         costs = parse_stacks(data[STACKS], str(STACKS_FILE))
@@ -125,13 +126,6 @@ def joint_task(studies: list[Study], use: Use = lambda r: True) -> Task:
 
     rows = {s.name: [r for r in s.rows if use(r)] for s in studies}
     return Task(document, params, realise, rows, like)
-
-
-def _borrows(raw: dict[str, Any]) -> set[str]:
-    """The profiles a study's hosts, NICs and backends name in ``from:``."""
-    parts = [raw.get("initiator"), raw.get("target"), *(raw.get("nics") or [])]
-    parts += list((raw.get("backends") or {}).values())
-    return {str(p["from"]) for p in parts if isinstance(p, dict) and "from" in p}
 
 
 def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:

@@ -398,6 +398,14 @@ def load_profile(name_or_path: str) -> Profile:
     return profile
 
 
+def lenders(data: dict[str, Any]) -> set[str]:
+    """The profiles whose parts ``data`` borrows (``from:`` on its hosts, NICs and backends,
+    the parts ``inherit`` resolves)."""
+    parts = [data.get("initiator"), data.get("target"), *(data.get("nics") or [])]
+    parts += list((data.get("backends") or {}).values())
+    return {str(p["from"]) for p in parts if isinstance(p, dict) and "from" in p}
+
+
 def inherit(data: Any, source: str, lookup: Callable[[str], Profile] | None = None) -> Any:
     """Resolve ``from: PROFILE`` in hosts, NICs and backends.
 
