@@ -16,6 +16,7 @@ import click
 from sanlab.models import calibrate_studies, checks
 from sanlab.models.calibrate import CellError
 from sanlab.models.calibrate_runs import calibrate_and_write
+from sanlab.models.coverage import inside_count
 from sanlab.models.uncertainty import Z95
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import DEFAULT_PROFILE
@@ -151,7 +152,7 @@ def _print_coverage(done: calibrate_studies.Calibration) -> None:
     if not done.holdouts:
         return
     sigma = done.model_sigma
-    inside, cells = done.summary()["fitted_inside_95"].values()
+    inside, cells = inside_count(done.fitted)
     click.echo(
         f"  the model's own error: sigma {sigma:.3f} of log IOPS (x/{math.exp(Z95 * sigma):.2f} at 95%),"
         f" from the {len(done.fitted)} fitted cells"

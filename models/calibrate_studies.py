@@ -188,11 +188,9 @@ class Calibration:
     cells: dict[str, list[CellError]]
     holdouts: list[Holdout]
     priors: dict[str, Prior] = field(default_factory=dict)
-    # The fitted network cells against their projections' 95 % intervals, the model's
-    # error (measured on every split's unseen cells) included.
+    # The fitted network cells against their projections' 95 % intervals, the model's own
+    # error (measured on these same cells: ``model_sigma``) included.
     fitted: tuple[Band, ...] = ()
-
-    # The model's own error: the fitted cells' log misses beyond their parameters' spread.
     model_sigma: float = 0.0
 
     def study_summary(self, name: str) -> dict[str, Any]:
@@ -264,14 +262,10 @@ def calibrate(
         [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
     )
     network = {name: [c for c in scored if c.row.point.transport != LOCAL] for name, scored in cells.items()}
-    fitted, sigma = _with_own_error(bands(task, result, network))
-    return Calibration(result, cells, splits, task.params.priors, fitted, sigma)
-
-
-def _with_own_error(judged: list[Band]) -> tuple[tuple[Band, ...], float]:
-    """The fitted cells' bands with the model's own error measured on them, and that error."""
+    judged = bands(task, result, network)
     sigma = model_error(judged)
-    return tuple(replace(b, model_sigma=sigma) for b in judged), sigma
+    fitted = tuple(replace(b, model_sigma=sigma) for b in judged)
+    return Calibration(result, cells, splits, task.params.priors, fitted, sigma)
 
 
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
@@ -287,7 +281,7 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     # widens its own interval.
     training = {s.name: [r for r in s.rows if use(r) and r.point.transport != LOCAL] for s in studies}
     trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
-    _, sigma = _with_own_error(bands(task, held, trained))
+    sigma = model_error(bands(task, held, trained))
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
     return Holdout(
         label,

@@ -10,12 +10,11 @@ to each, var = gᵀ Σ g to first order.  The fit's own floor
 (uncertainty.SOLVER_FLOOR: how closely the analytic solution it runs agrees
 with the simulator that projects) is added in quadrature, so a cell the
 parameters cannot move (one bound by the wire) still has the model's
-structural error around it.  The model's own error - the held-out misses'
-spread beyond what their parameters admitted, measured over every split
-(``model_error``) - is added in quadrature too: it is what a projection
-for a machine no table describes must carry.  A split's coverage is judged
-with the model's error measured on the *other* splits' cells, so no cell
-widens its own interval.
+structural error around it.  The model's own error - fitted cells' log
+misses beyond what their parameters admit (``model_error``) - is added in
+quadrature too: the physics the model lacks, which no parameter moves.  A
+split measures it on its own training cells only, so no unseen cell widens
+its own interval, and its coverage is an honest check of the estimate.
 
 A cell inside its interval was missed by no more than what the data left
 open, and more cells of the same kind would narrow it.  A cell outside is
@@ -60,8 +59,8 @@ class Band:
 
 
 def model_error(judged: Sequence[Band]) -> float:
-    """The model's own error, measured: the root of the held-out cells' mean squared log miss
-    beyond the spread their parameters and the floor admitted (a moment estimate; a miss the
+    """The model's own error, measured: the root of the cells' mean squared log miss beyond
+    the spread their parameters and the floor admit (a moment estimate; a miss the
     parameters explain adds nothing, and the mean's bias counts as error)."""
     if not judged:
         return 0.0

@@ -29,9 +29,9 @@ class Measured:
     @property
     def label(self) -> str:
         p = self.point
-        digests = ("+hdgst" if p.header_digest else "") + ("+ddgst" if p.data_digest else "")
-        digests += "+poll" if p.poll else ""
-        shape = f"{p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}{digests}"
+        marks = ("+hdgst" if p.header_digest else "") + ("+ddgst" if p.data_digest else "")
+        marks += "+poll" if p.poll else ""
+        shape = f"{p.rw} {p.bs // 1024}k j{p.numjobs}q{p.iodepth}{marks}"
         return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {shape}"
 
 

@@ -17,10 +17,10 @@ Parameters are not all a projection can get wrong: the model's physics is
 incomplete, and a bench differs from its profile in ways no parameter
 names.  So the interval adds two terms in quadrature: the solver's floor
 (the analytic solution against the simulator) and the model's own error,
-which ``sanlab calibrate --write`` measures from its cross-validation - the
-held-out cells' log misses beyond what their parameter spread admitted
-(models/coverage.py) - and records in stacks.fit.yaml.  No interval is
-zero wide, and the docs report how often the published cells fall inside.
+which ``sanlab calibrate --write`` measures - the fitted cells' log misses
+beyond what their parameter spread admits (models/coverage.py) - and
+records in stacks.fit.yaml.  No interval is zero wide, and the
+cross-validation reports how often unseen published cells fall inside.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ class Posterior:
     names: list[str]
     values: dict[str, float]
     covariance: np.ndarray
-    # The model's own error: standard deviation of log IOPS that cross-validation
-    # found beyond the parameters' spread (0.0 in a fit written before it was measured).
+    # The model's own error: standard deviation of log IOPS that the fitted cells miss
+    # by beyond the parameters' spread (0.0 in a fit written before it was measured).
     model_sigma: float = 0.0
 
 
