@@ -301,16 +301,34 @@ class Vm:
 
     # --- the host interface the targets layer uses -------------------------
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
+        self._must_be_up()
         return self.agent.run(command, timeout, stdin)
 
     def spawn(self, command: str, log: str = "/dev/null") -> int:
+        self._must_be_up()
         return self.agent.spawn(command, log)
 
     def put(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        self._must_be_up()
         self.agent.put(path, data, mode)
 
     def get(self, path: str) -> bytes:
+        self._must_be_up()
         return self.agent.get(path)
+
+    def _must_be_up(self) -> None:
+        """A VM whose QEMU has exited (a guest kernel panic ends it) answers nothing: say so
+        at once, rather than let each command wait out its timeout for the agent's socket."""
+        if self.process is not None and self.process.poll() is not None:
+            lines = (
+                self.console_log.read_text(errors="replace").splitlines()[-3:]
+                if self.console_log.exists()
+                else []
+            )
+            raise AgentError(
+                f"{self.name}: the VM is down (qemu exited with {self.process.returncode})"
+                + (f"; last console lines: {' | '.join(lines)}" if lines else "")
+            )
 
     # --- teardown -------------------------------------------------------------
     def stop(self, grace: float = 3.0) -> None:
