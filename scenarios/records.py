@@ -60,6 +60,11 @@ class ResultRecord(BaseModel):
     # I/O carried on over another path before it came back (the failover
     # time); None where no fault hit the point or nothing completed meanwhile.
     failover_s: float | None = None
+    # Multipath: seconds from the pulled path's return to every path of the
+    # device being in use again (the initiator's own view: NVMe controllers
+    # live, dm-multipath paths active); None where no path was pulled or not
+    # every path came back within a minute.
+    failback_s: float | None = None
     # Under a fault: how far the completion rate fell while the link was out,
     # as a percentage of the rate before it (100: no I/O completed meanwhile).
     throughput_dip_pct: float | None = None
@@ -129,6 +134,7 @@ def aggregate(records: list[ResultRecord]) -> ResultRecord:
             "verify_errors": _sum([r.verify_errors for r in records]),
             "recovery_s": max((r.recovery_s for r in records if r.recovery_s is not None), default=None),
             "failover_s": max((r.failover_s for r in records if r.failover_s is not None), default=None),
+            "failback_s": max((r.failback_s for r in records if r.failback_s is not None), default=None),
             "throughput_dip_pct": max(
                 (r.throughput_dip_pct for r in records if r.throughput_dip_pct is not None), default=None
             ),

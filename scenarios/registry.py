@@ -50,7 +50,7 @@ class Stack:
     configfs: bool  # configured through configfs (LIO, nvmet): sanlab checks the mount
     tools: tuple[str, ...] = ()  # what the target host must have besides the kernel
     shared: bool = False  # serves several initiators at once, each its own (only nvmet so far)
-    multipath: bool = False  # one export reached over several cables (native NVMe multipath)
+    multipath: bool = False  # exports on several addresses at once, the paths of a multipath device
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ class Transport:
     initiator: str  # the Linux initiator that speaks it
     initiator_tools: tuple[str, ...]  # what the initiator host must have
     modules: tuple[str, ...]  # kernel modules, initiator's then target's
+    # What joins several paths to one target into one device: "native" (the
+    # NVMe host's own multipath), "dm-multipath" (the device mapper, over one
+    # session per path), or "" (not built).
+    multipath: Literal["native", "dm-multipath", ""] = ""
 
     @property
     def rdma(self) -> bool:
@@ -81,6 +85,12 @@ class Transport:
     def nvme(self) -> bool:
         """NVMe hosts have blk-mq poll queues, I/O queues of their own choosing, and controller resets."""
         return self.family == "nvme"
+
+    @property
+    def resettable(self) -> bool:
+        """Its initiator can reset what carries it under I/O: NVMe controllers, or the TCP
+        connection of an iSCSI session (iSER's is an RDMA connection, which nothing here cuts)."""
+        return self.nvme or (self.sessions and self.carrier == "tcp")
 
     @property
     def default_stack(self) -> str:
@@ -103,8 +113,8 @@ FABRICS: dict[str, Fabric] = {
 STACKS: dict[str, Stack] = {
     s.name: s
     for s in (
-        Stack("lio", "LIO", emulated=True, configfs=True),
-        Stack("tgt", "tgt", emulated=True, configfs=False, tools=("tgtadm",)),
+        Stack("lio", "LIO", emulated=True, configfs=True, multipath=True),
+        Stack("tgt", "tgt", emulated=True, configfs=False, tools=("tgtadm",), multipath=True),
         Stack("nvmet", "nvmet", emulated=True, configfs=True, shared=True, multipath=True),
         Stack("scst", "SCST", emulated=False, configfs=False),
         Stack("spdk", "SPDK", emulated=False, configfs=False),
@@ -122,15 +132,15 @@ TRANSPORTS: dict[str, Transport] = {
     for t in (
         Transport(
             "iscsi", "iSCSI", "scsi", "tcp", ports.ISCSI_PORT, ("eth", "iwarp"),
-            ("lio", "tgt", "scst", "spdk"), ("lio",), digests=True, chap=True, sessions=True,
+            ("lio", "tgt", "scst", "spdk"), ("lio", "tgt"), digests=True, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi", initiator_tools=("iscsiadm",),
-            modules=("iscsi_tcp", "iscsi_target_mod"),
+            modules=("iscsi_tcp", "iscsi_target_mod"), multipath="dm-multipath",
         ),
         Transport(
             "iser", "iSER", "scsi", "rdma", ports.ISCSI_PORT, ("roce", "iwarp", "ib"),
             ("lio", "tgt", "scst"), ("lio",), digests=False, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi (iSER)", initiator_tools=("iscsiadm",),
-            modules=("ib_iser", "ib_isert"),
+            modules=("ib_iser", "ib_isert"), multipath="dm-multipath",
         ),
         Transport(
             "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
@@ -142,13 +152,13 @@ TRANSPORTS: dict[str, Transport] = {
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
             ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-tcp)", initiator_tools=("nvme",),
-            modules=("nvme_tcp", "nvmet_tcp"),
+            modules=("nvme_tcp", "nvmet_tcp"), multipath="native",
         ),
         Transport(
             "nvme-rdma", "NVMe/RDMA", "nvme", "rdma", ports.NVME_PORT, ("roce", "iwarp", "ib"),
             ("nvmet", "spdk"), ("nvmet",), digests=False, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-rdma)", initiator_tools=("nvme",),
-            modules=("nvme_rdma", "nvmet_rdma"),
+            modules=("nvme_rdma", "nvmet_rdma"), multipath="native",
         ),
     )
 }  # fmt: skip

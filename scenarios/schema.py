@@ -299,9 +299,10 @@ class Target(Strict):
     stack: Stack
     transport: Transport
     link: HostName | None = None
-    # Native NVMe multipath: the links (cables between the target's host and
-    # one initiator) the subsystem is exported and connected on, one path
-    # each.  The first is the target's link.
+    # Multipath (NVMe's native one; dm-multipath for iSCSI and iSER): the
+    # links (cables between the target's host and one initiator) the target
+    # is exported and connected on, one path each.  The first is the
+    # target's link.
     paths: Annotated[list[HostName], Field(min_length=2, max_length=4)] | None = None
     backstore: Annotated[Backstore, BeforeValidator(_yaml_null_is_null_device)] = "ramdisk"
     size: LunSize = 64 << 20

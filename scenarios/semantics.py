@@ -152,8 +152,9 @@ def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[st
     if fault.action == "restart" and target.stack not in TRANSPORTS[target.transport].restartable:
         allowed = ", ".join(sorted(f"{s} {t.name}" for t in TRANSPORTS.values() for s in t.restartable))
         yield f"faults[{i}].action", f"restart is built for {allowed}; not {target.stack} {target.transport}"
-    if fault.action == "reset" and not TRANSPORTS[target.transport].nvme:
-        yield f"faults[{i}].action", f"reset is built for NVMe-oF controllers; not {target.transport}"
+    if fault.action == "reset" and not TRANSPORTS[target.transport].resettable:
+        built = ", ".join(t.name for t in TRANSPORTS.values() if t.resettable)
+        yield f"faults[{i}].action", f"reset is built for {built}; not {target.transport}"
     for burst in ("loss", "delay"):
         if getattr(fault, burst) is not None:
             yield f"faults[{i}].{burst}", f"goes with action {burst}, not {fault.action}"
@@ -624,20 +625,30 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 )
 
 
+def _multipath_stack(i: int, target: Target, real: bool) -> Iterator[tuple[str, str]]:
+    """Something joins the paths: NVMe's own multipath, or dm-multipath on sanlab's guests."""
+    joiner = TRANSPORTS[target.transport].multipath
+    if not joiner:
+        built = ", ".join(t.name for t in TRANSPORTS.values() if t.multipath)
+        yield f"targets[{i}].transport", f"multipath is built for {built}; not {target.transport}"
+    elif not STACKS[target.stack].multipath:
+        served = " and ".join(names(STACKS, multipath=True))
+        yield f"targets[{i}].stack", f"multipath targets are served by {served}; not {target.stack}"
+    elif joiner == "dm-multipath" and real:
+        yield (
+            f"targets[{i}].paths",
+            "dm-multipath is configured on sanlab's guests only: a real host's multipath.conf is its owner's",
+        )
+
+
 def _multipath(scenario: Scenario) -> Iterator[tuple[str, str]]:
-    """Paths are cables from the target's host to one initiator, served by nvmet."""
+    """Paths are cables from the target's host to one initiator, served by a stack that can."""
     links = {lk.name: lk for lk in scenario.plan.links}
     for i, target in enumerate(scenario.targets):
         if not target.paths:
             continue
         where = f"targets[{i}].paths"
-        if not STACKS[target.stack].multipath:
-            yield (
-                f"targets[{i}].stack",
-                "multipath is native NVMe multipath, served by "
-                f"{' and '.join(names(STACKS, multipath=True))} "
-                "(dm-multipath for iSCSI, iSER and SRP is not built yet)",
-            )
+        yield from _multipath_stack(i, target, real_machines(scenario))
         if target.link is not None:
             yield f"targets[{i}].link", "give either link or paths (the first path is the target's link)"
         if len(set(target.paths)) != len(target.paths):

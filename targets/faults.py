@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Fault
@@ -65,6 +65,8 @@ class Window:
 
     down: float
     up: float
+    # Multipath: when every path was in use again after it (None: not timed, or never).
+    restored: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,15 @@ class FaultedRun:
     stderr: str
     windows: list[Window]
     completions: list[float]  # every I/O's completion time, initiator's clock, epoch seconds
+    # The quiet stretch before a cable's return that still counts as I/O flowing over the
+    # other path (a slow emulated I/O takes a second or so).
+    TAIL_S: ClassVar[float] = 2.0
 
     def failover_s(self) -> float | None:
         """The longest stall of I/O while the cable was out, when I/O completed again before it
-        came back (over another path); None when nothing completed while it was out.
+        came back (over another path); None when nothing completed while it was out, or when
+        the I/O that did complete then stopped until the cable came back (the in-flight
+        I/O of the moment it was pulled, not a failover).
 
         Measured from the last completion before the cable went, so it is
         the time multipath took to move the I/O to the path that was left.
@@ -92,7 +99,16 @@ class FaultedRun:
             return None
         before = [c for c in self.completions if c < window.down]
         stamps = [max(before, default=window.down), *during]
-        return round(max(b - a for a, b in zip(stamps, stamps[1:], strict=False)), 3)
+        longest = max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+        if window.up - during[-1] > max(longest, self.TAIL_S):
+            return None  # the I/O stopped again and waited for the cable
+        return round(longest, 3)
+
+    def failback_s(self) -> float | None:
+        """Seconds from the last fault's end to every path being in use again (multipath)."""
+        if not self.windows or self.windows[-1].restored is None:
+            return None
+        return round(self.windows[-1].restored - self.windows[-1].up, 3)
 
     def dip_pct(self) -> float | None:
         """How far throughput fell while the cable was out: 100 x (1 - the completion rate
@@ -204,6 +220,23 @@ def pull_carrier(cables: Cables, link: str, ends: Sequence[LinkEnd], length: flo
     return Window(down, up)
 
 
+# How long after a pulled path's return the run waits for multipath to use it again.
+FAILBACK_WAIT_S = 60.0
+
+
+def all_paths_back(host: Host, script: str, paths: int) -> float | None:
+    """Wait until ``script`` (run on the initiator; it prints how many paths are in use)
+    says ``paths``: that moment on the initiator's clock, or None when it did not within
+    ``FAILBACK_WAIT_S``."""
+    deadline = time.monotonic() + FAILBACK_WAIT_S
+    while time.monotonic() < deadline:
+        out = host.run(f"{script}; date +%s.%N", timeout=30).stdout.split()
+        if len(out) == 2 and out[0].isdigit() and int(out[0]) >= paths:
+            return float(out[1])
+        time.sleep(0.25)
+    return None
+
+
 def run_faulted(
     initiator: Host,
     argv: list[str],
@@ -278,7 +311,7 @@ def describe(fault: Fault) -> str:
     if fault.action == "restart":
         return f"target {fault.target} stops for {fault.length:g}s"
     if fault.action == "reset":
-        return f"target {fault.target}: the initiator resets its controllers"
+        return f"target {fault.target}: the initiator resets its connections"
     return f"link {fault.link} {_what(fault)} for {fault.length:g}s"
 
 
@@ -286,7 +319,7 @@ def _ended(fault: Fault) -> str:
     if fault.action == "restart":
         return f"target {fault.target} started again"
     if fault.action == "reset":
-        return f"target {fault.target}: controllers reset"
+        return f"target {fault.target}: connections reset"
     return f"link {fault.link} {'up' if fault.action == 'down' else 'clear'}"
 
 
@@ -311,7 +344,7 @@ def restart(initiator: Host, target: Host, stop: str, start: str, length: float)
 def reset(initiator: Host, script: str) -> Window:
     """Run the initiator's reset; the window is from just before it to its return."""
     down = clock(initiator)
-    _must(initiator, script, "reset its controllers")
+    _must(initiator, script, "reset its connections")
     return Window(down, clock(initiator))
 
 

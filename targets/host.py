@@ -42,8 +42,9 @@ def kernel_tail(host: Host, lines: int = 6) -> str:
     return " | ".join(host.run(f"dmesg | tail -n {lines}", timeout=30).stdout.strip().splitlines())
 
 
-def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0) -> list[str]:
-    """Run a sysfs-listing ``script`` until it prints device paths; fail naming ``what``.
+def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0, count: int = 1) -> list[str]:
+    """Run a sysfs-listing ``script`` until it prints ``count`` device paths or more; fail
+    naming ``what``.
 
     A login returns before the kernel has scanned the new LUN or namespace,
     so the block device appears a moment later.
@@ -53,8 +54,10 @@ def wait_for_devices(host: Host, script: str, what: str, timeout: float = 30.0) 
         return [DRY_RUN_DEVICE]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = host.run(script, timeout=30).stdout.split()
-        if found:
-            return sorted(set(found))
+        found = sorted(set(host.run(script, timeout=30).stdout.split()))
+        if len(found) >= count:
+            return found
         time.sleep(0.5)
+    if count > 1:
+        raise StackError(f"{host.name}: {what}, but {count} block devices did not appear in {timeout:.0f} s")
     raise StackError(f"{host.name}: {what}, but no block device appeared in {timeout:.0f} s")

@@ -37,8 +37,12 @@ def login(
     data_digest: bool,
     chap: Chap | None,
     discover: bool = True,
+    settings: tuple[tuple[str, str], ...] = (),
 ) -> list[str]:
-    """Log in; with ``discover=False`` the node record is made by hand (tgt's iSER lists nothing)."""
+    """Log in; with ``discover=False`` the node record is made by hand (tgt's iSER lists nothing).
+
+    ``settings`` are further node-record settings (name, value).
+    """
     iface = "iser" if iser else "default"
     node = f"iscsiadm -m node -T {iqn} -p {portal} -I {iface}"
     digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
@@ -52,6 +56,7 @@ def login(
         f"{node} -o update -n node.conn[0].iscsi.HeaderDigest -v {digest(header_digest)}",
         f"{node} -o update -n node.conn[0].iscsi.DataDigest -v {digest(data_digest)}",
     ]
+    lines += [f"{node} -o update -n {name} -v {shlex.quote(value)}" for name, value in settings]
     if chap:
         lines += [
             f"{node} -o update -n node.session.auth.authmethod -v CHAP",
@@ -63,13 +68,13 @@ def login(
     return disks(host, iqn)
 
 
-def disks(host: Host, iqn: str, timeout: float = 30.0) -> list[str]:
+def disks(host: Host, iqn: str, timeout: float = 30.0, count: int = 1) -> list[str]:
     script = (
         "for s in /sys/class/iscsi_session/session*; do "
         f'[ "$(cat $s/targetname)" = {iqn} ] || continue; '
         'for b in $s/device/target*/*/block/*; do [ -e "$b" ] && echo /dev/$(basename $b); done; done'
     )
-    return wait_for_devices(host, script, f"logged in to {iqn}", timeout)
+    return wait_for_devices(host, script, f"logged in to {iqn}", timeout, count)
 
 
 def logout(host: Host, iqn: str) -> None:
@@ -96,3 +101,44 @@ def logged_in(
         yield login(host, iqn, portal, iser, header_digest, data_digest, chap, discover)
     finally:
         logout(host, iqn)
+
+
+# A path of a multipath device: a failed session hands its I/O back to
+# dm-multipath after 5 s (device-mapper-multipath's documented advice)
+# instead of holding it for open-iscsi's default 120 s, so the I/O moves to
+# the paths that are left.
+MULTIPATH_SETTINGS = (("node.session.timeo.replacement_timeout", "5"),)
+
+
+@contextmanager
+def logged_in_everywhere(
+    host: Host,
+    iqn: str,
+    portals: list[str],
+    iser: bool,
+    header_digest: bool,
+    data_digest: bool,
+    chap: Chap | None,
+    luns: int,
+    discover: bool = True,
+) -> Iterator[list[str]]:
+    """A session to ``iqn`` through each of ``portals`` (the paths of a multipath device);
+    every session's disks for the block, all logged out afterwards."""
+    try:
+        for portal in portals:
+            login(host, iqn, portal, iser, header_digest, data_digest, chap, discover, MULTIPATH_SETTINGS)
+        yield disks(host, iqn, count=len(portals) * luns)
+    finally:
+        logout(host, iqn)
+
+
+def reset_script(portals: list[str]) -> str:
+    """Cut the TCP connection of each session to ``portals`` (``ss -K``, as a dying network
+    would), failing if there was none: open-iscsi notices at once, its session recovery
+    logs in again, and the SCSI commands in flight are retried."""
+    kills = "; ".join(
+        f"ss -tnK dst {shlex.quote(host)} dport = :{shlex.quote(port)}"
+        for host, port in (portal.rsplit(":", 1) for portal in portals)
+    )
+    none = "{ echo 'no iSCSI connection to cut' >&2; exit 1; }"
+    return f'n=$( ({kills}) | grep -c ESTAB ); [ "$n" -gt 0 ] || {none}'

@@ -15,6 +15,7 @@ rest of configfs, where the host's owner may have exports of their own.
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,7 +47,10 @@ def _backstore(name: str, lun: int, backing: Backing | None, size: int) -> tuple
     else:
         path = f"{CFS}/core/fileio_{lun}/{name}"
         control = f"fd_dev_name={backing.path},fd_dev_size={backing.size}"
-    serial = f"sanlab{name}{lun}"[-20:]
+    # LIO makes the LUN's NAA identifier from the serial's hex digits alone, and
+    # dm-multipath joins every disk with one identifier: so the digits are a
+    # digest of the export's name, never shared by two exports.
+    serial = "sanlab" + hashlib.sha256(f"{name}/{lun}".encode()).hexdigest()[:14]
     return path, [
         f"mkdir -p {path}",
         f"echo {shlex.quote(control)} > {path}/control",
@@ -120,7 +124,7 @@ def start_iscsi(
     host: Host,
     iqn: str,
     initiator_iqn: str,
-    address: str,
+    addresses: list[str],
     iser: bool,
     backings: list[Backing | None],
     size: int,
@@ -128,16 +132,16 @@ def start_iscsi(
     data_digest: bool,
     chap: Chap | None,
 ) -> None:
+    """One portal per address (several: the paths of a multipath device)."""
     tpg = f"{CFS}/iscsi/{iqn}/tpgt_1"
-    portal = f"{tpg}/np/{address}:{ISCSI_PORT}"
     lines = ["modprobe target_core_mod", "modprobe iscsi_target_mod"]
     if iser:
         lines.append("modprobe ib_isert")
     lines += [f"mkdir -p {tpg}"] + _luns(tpg, iqn.rsplit(":", 1)[1], backings, size)
     lines += _acl(tpg, initiator_iqn, len(backings))
-    lines += [f"mkdir {portal}"]
-    if iser:
-        lines.append(f"echo 1 > {portal}/iser")
+    for address in addresses:
+        portal = f"{tpg}/np/{address}:{ISCSI_PORT}"
+        lines += [f"mkdir {portal}"] + ([f"echo 1 > {portal}/iser"] if iser else [])
     digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
     lines += [
         f"echo {digest(header_digest)} > {tpg}/param/HeaderDigest",
@@ -154,7 +158,11 @@ def start_iscsi(
     else:
         lines.append(f"echo 0 > {tpg}/attrib/authentication")
     lines.append(f"echo 1 > {tpg}/enable")
-    sh(host, "\n".join(lines), f"LIO: exporting {iqn} over {'iSER' if iser else 'iSCSI'} on {address}")
+    sh(
+        host,
+        "\n".join(lines),
+        f"LIO: exporting {iqn} over {'iSER' if iser else 'iSCSI'} on {', '.join(addresses)}",
+    )
 
 
 def srp_port_name(gid: str) -> str:
@@ -210,7 +218,7 @@ def iscsi_exported(
     host: Host,
     iqn: str,
     initiator_iqn: str,
-    address: str,
+    addresses: list[str],
     iser: bool,
     backings: list[Backing | None],
     size: int,
@@ -222,7 +230,8 @@ def iscsi_exported(
     root = f"{CFS}/iscsi/{iqn}"
     made = claim(host, root, f"{root}/tpgt_1", iqn.rsplit(":", 1)[1], backings)
     try:
-        start_iscsi(host, iqn, initiator_iqn, address, iser, backings, size, header_digest, data_digest, chap)
+        digests = (header_digest, data_digest)
+        start_iscsi(host, iqn, initiator_iqn, addresses, iser, backings, size, *digests, chap)
         yield made
     finally:
         remove(host, made)

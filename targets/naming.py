@@ -9,7 +9,7 @@ from sanlab.scenarios.ports import ISCSI_PORT, NVME_PORT, SRP_PORT, TGT_TCP_PORT
 IQN_PREFIX = "iqn.2026-11.org.sanlab"
 NQN_PREFIX = "nqn.2026-11.org.sanlab"
 
-__all__ = ["ISCSI_PORT", "NVME_PORT", "SRP_PORT", "TGT_TCP_PORT", "Chap", "iqn", "nqn"]
+__all__ = ["ISCSI_PORT", "NVME_PORT", "SRP_PORT", "TGT_TCP_PORT", "Chap", "initiator_iqn", "iqn", "nqn"]
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,12 @@ class Chap:
 
 def iqn(name: str) -> str:
     return f"{IQN_PREFIX}:{name}"
+
+
+def initiator_iqn(host: str) -> str:
+    """The IQN a host logs in with: its own (a host name is unique in a scenario), so that a
+    target's ACLs, sessions and captures tell its initiators apart."""
+    return iqn(f"initiator.{host}")
 
 
 def nqn(name: str) -> str:

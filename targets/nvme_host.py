@@ -140,3 +140,14 @@ def reset_script(nqn: str) -> str:
         f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {shlex.quote(nqn)} ] && echo 1 > $c/reset_controller; '
         "done; true"
     )
+
+
+def live_paths_script(nqn: str) -> str:
+    """Print how many of this host's controllers of ``nqn`` are live (a multipath device's
+    paths in use)."""
+    return (
+        "n=0; for c in /sys/class/nvme/nvme*; do "
+        f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {shlex.quote(nqn)} ] && '
+        '[ "$(cat $c/state 2>/dev/null)" = live ] && n=$((n+1)); '
+        "done; echo $n"
+    )

@@ -28,11 +28,11 @@ from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
 from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
-from sanlab.targets import backstores, faults, kernel_stacks, nvme_host
+from sanlab.targets import backstores, dm_multipath, faults, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
 from sanlab.targets.naming import nqn
-from sanlab.targets.stacks import Wiring, connect_only, export_only, exported, service_scripts
+from sanlab.targets.stacks import Wiring, connect_only, export_only, exported, reset_script, service_scripts
 
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
 # written and read back takes about 15 s; this is the limit for a stuck one.
@@ -173,7 +173,7 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
                         wire.initiator_host.run(job.fill_argv())
                     wire.initiator_host.run(job.argv())
                     for fault in p.faults:  # while fio runs, at fault.at seconds from its start
-                        for host, command in _fault_commands(p, wire, fault):
+                        for host, command in _fault_commands(p, wire, fault, device):
                             host.run(command)
 
 
@@ -440,6 +440,8 @@ def _outcome(record: ResultRecord) -> str:
         told += f", throughput dip {record.throughput_dip_pct:.0f}%"
     if record.failover_s is not None:
         told += f", failed over in {record.failover_s:.2f} s"
+    if record.failback_s is not None:
+        told += f", all paths back {record.failback_s:.2f} s after the fault"
     elif record.recovery_s is not None:
         told += f", I/O back {record.recovery_s:.2f} s after the fault"
     return told
@@ -568,6 +570,7 @@ class FioRun:
     recovery_s: float | None = None
     failover_s: float | None = None
     dip_pct: float | None = None
+    failback_s: float | None = None
 
 
 def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
@@ -579,29 +582,48 @@ def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
     ]
 
 
-def _fault_commands(p: Point, wire: Wiring, fault: Fault) -> list[tuple[Host, str]]:
+def _fault_commands(p: Point, wire: Wiring, fault: Fault, device: str) -> list[tuple[Host, str]]:
     """What each host runs for ``fault`` on point ``p``, in order (for a dry run)."""
     if fault.action == "restart":
         stop, start = service_scripts(p.target, p.name)
         return [(wire.target_host, stop), (wire.target_host, start)]
     if fault.action == "reset":
-        return [(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))]
+        return [(wire.initiator_host, reset_script(p.target, p.name, wire))]
     near, far = _link_ends(wire, fault.link or "")
     commands = [(end.host, faults.fault_script(end.interface, fault)) for end in (near, far)]
     if fault.action == "down":
         commands.append((near.host, faults.carries_script(near.interface, far.address)))
+    if fault.action == "down" and p.target.paths:  # the failback: until every path is in use
+        commands.append((near.host, paths_in_use_script(p, device)))
     return commands
 
 
-def _injector(p: Point, wire: Wiring) -> faults.Inject:
-    """How point ``p``'s faults are applied: to a cable, the target's service, or the initiator."""
+def paths_in_use_script(p: Point, device: str) -> str:
+    """What prints how many of a multipath target's paths the initiator uses now."""
+    if TRANSPORTS[p.target.transport].multipath == "native":
+        return nvme_host.live_paths_script(nqn(p.name))
+    return dm_multipath.active_paths_script(device)
+
+
+def _injector(p: Point, wire: Wiring, device: str) -> faults.Inject:
+    """How point ``p``'s faults are applied: to a cable, the target's service, or the initiator.
+
+    A cable pulled from a multipath target is followed until every path is
+    in use again (the failback)."""
 
     def inject(fault: Fault) -> faults.Window:
+        window = apply(fault)
+        if fault.action != "down" or not p.target.paths:
+            return window
+        back = faults.all_paths_back(wire.initiator_host, paths_in_use_script(p, device), len(p.target.paths))
+        return replace(window, restored=back)
+
+    def apply(fault: Fault) -> faults.Window:
         if fault.action == "restart":
             stop, start = service_scripts(p.target, p.name)
             return faults.restart(wire.initiator_host, wire.target_host, stop, start, fault.length)
         if fault.action == "reset":
-            return faults.reset(wire.initiator_host, nvme_host.reset_script(nqn(p.name)))
+            return faults.reset(wire.initiator_host, reset_script(p.target, p.name, wire))
         ends = _link_ends(wire, fault.link or "")
         if fault.action == "down" and wire.cables is not None:
             return faults.pull_carrier(wire.cables, fault.link or "", ends, fault.length)
@@ -617,9 +639,17 @@ def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> F
         watched = faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
         return FioRun(watched.output, watched.exit_code, watched.stderr)
     run = faults.run_faulted(
-        wire.initiator_host, job.argv(), p.faults, _injector(p, wire), say, timeout, job.device
+        wire.initiator_host, job.argv(), p.faults, _injector(p, wire, job.device), say, timeout, job.device
     )
-    return FioRun(run.output, run.exit_code, run.stderr, run.recovery_s(), run.failover_s(), run.dip_pct())
+    return FioRun(
+        run.output,
+        run.exit_code,
+        run.stderr,
+        run.recovery_s(),
+        run.failover_s(),
+        run.dip_pct(),
+        run.failback_s(),
+    )
 
 
 def run_point(
@@ -680,6 +710,7 @@ def run_point(
         verify_errors=bad_blocks,
         recovery_s=result.recovery_s,
         failover_s=result.failover_s if p.target.paths else None,  # only another path can take over
+        failback_s=result.failback_s,
         throughput_dip_pct=result.dip_pct,
         error=problem,
     )

@@ -20,12 +20,19 @@ from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.schema import Target
-from sanlab.targets import backstores, iscsi_initiator, lio, nvme_host, nvmet, srp_initiator, tgt
+from sanlab.targets import (
+    backstores,
+    dm_multipath,
+    iscsi_initiator,
+    lio,
+    nvme_host,
+    nvmet,
+    srp_initiator,
+    tgt,
+)
 from sanlab.targets.faults import Cables
 from sanlab.targets.host import Host, StackError
-from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, iqn, nqn
-
-INITIATOR_IQN = iqn("initiator")
+from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, initiator_iqn, iqn, nqn
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,9 @@ class Wiring:
     initiator_host: Host
     target_end: Endpoint
     initiator_end: Endpoint
-    # More paths between the same two hosts (native NVMe multipath): the
-    # (target end, initiator end) of each further cable.
+    # More paths between the same two hosts (NVMe's native multipath, or
+    # dm-multipath over SCSI sessions): the (target end, initiator end) of
+    # each further cable.
     alternates: tuple[tuple[Endpoint, Endpoint], ...] = ()
     # Who can pull a cable as hardware would (the emulator); None: faults take
     # the interfaces down from inside the hosts instead.
@@ -64,6 +72,11 @@ class Wiring:
     @property
     def initiator_address(self) -> str:
         return self.initiator_end.address
+
+    @property
+    def initiator_addresses(self) -> list[str]:
+        """The initiator's address on each path, in the order of ``target_addresses``."""
+        return [self.initiator_address] + [initiator.address for _, initiator in self.alternates]
 
     @property
     def link(self) -> str:
@@ -173,32 +186,45 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             wiring.target_host,
             iqn(name),
             iser,
-            wiring.target_address,
+            wiring.target_addresses,
             backings,
-            wiring.initiator_address,
-            INITIATOR_IQN,
+            wiring.initiator_addresses,
+            initiator_iqn(wiring.initiator_host.name),
         )
     )
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)
-    return {"iqn": iqn(name), "portal": f"{wiring.target_address}:{port}"}
+    return _portals(wiring, iqn(name), port)
+
+
+def _portals(wiring: Wiring, target_iqn: str, port: int) -> Exported:
+    """What an iSCSI export tells its initiator: the IQN, and a portal per path (the first one
+    alone under ``portal``)."""
+    portals = [f"{address}:{port}" for address in wiring.target_addresses]
+    return {"iqn": target_iqn, "portal": portals[0], "portals": " ".join(portals)}
+
+
+def _iscsi_login(
+    steps: ExitStack, target: Target, wiring: Wiring, made: Exported, say: Say, discover: bool = True
+) -> list[str]:
+    """Log in through the export's portal; through each, under dm-multipath, if it has several."""
+    i, iser = wiring.initiator_host, TRANSPORTS[target.transport].rdma
+    iscsi_initiator.prepare(i, initiator_iqn(i.name))
+    digests = (target.header_digest, target.data_digest)
+    portals = made.get("portals", made["portal"]).split()
+    if len(portals) == 1:
+        login = iscsi_initiator.logged_in(i, made["iqn"], portals[0], iser, *digests, _chap(target), discover)
+        return steps.enter_context(login)
+    every = iscsi_initiator.logged_in_everywhere(
+        i, made["iqn"], portals, iser, *digests, _chap(target), target.luns, discover
+    )
+    return steps.enter_context(dm_multipath.joined(i, steps.enter_context(every), say))
 
 
 def tgt_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    i, iser = wiring.initiator_host, TRANSPORTS[target.transport].rdma
-    iscsi_initiator.prepare(i, INITIATOR_IQN)
-    login = iscsi_initiator.logged_in(
-        i,
-        made["iqn"],
-        made["portal"],
-        iser,
-        target.header_digest,
-        target.data_digest,
-        _chap(target),
-        discover=not iser,  # discovery over iSER lists nothing
-    )
-    return steps.enter_context(login)
+    iser = TRANSPORTS[target.transport].rdma  # discovery over iSER lists nothing
+    return _iscsi_login(steps, target, wiring, made, say, discover=not iser)
 
 
 def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
@@ -214,8 +240,8 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
         lio.iscsi_exported(
             t,
             iqn(name),
-            INITIATOR_IQN,
-            wiring.target_address,
+            initiator_iqn(wiring.initiator_host.name),
+            wiring.target_addresses,
             TRANSPORTS[target.transport].rdma,
             storage,
             target.size,
@@ -224,21 +250,15 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             _chap(target),
         )
     )
-    return {"iqn": iqn(name), "portal": f"{wiring.target_address}:{ISCSI_PORT}"}
+    return _portals(wiring, iqn(name), ISCSI_PORT)
 
 
 def lio_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    i = wiring.initiator_host
     if target.transport == "srp":
         return _lio_srp_connect(steps, wiring, made)
-    iscsi_initiator.prepare(i, INITIATOR_IQN)
-    digests = (target.header_digest, target.data_digest)
-    login = iscsi_initiator.logged_in(
-        i, made["iqn"], made["portal"], TRANSPORTS[target.transport].rdma, *digests, _chap(target)
-    )
-    return steps.enter_context(login)
+    return _iscsi_login(steps, target, wiring, made, say)
 
 
 def _lio_srp_export(
@@ -276,10 +296,22 @@ def service_scripts(target: Target, name: str) -> tuple[str, str]:
     return stop(named(name)), start(named(name))
 
 
+def reset_script(target: Target, name: str, wiring: Wiring) -> str:
+    """What the initiator runs to reset its connections to ``target`` (a reset fault): NVMe
+    controllers are reset, iSCSI sessions lose their TCP connection."""
+    if TRANSPORTS[target.transport].nvme:
+        return nvme_host.reset_script(nqn(name))
+    if not TRANSPORTS[target.transport].resettable:
+        raise StackError(f"{target.stack} {target.transport}: sanlab cannot reset its connections")
+    port = TGT_TCP_PORT if target.stack == "tgt" else ISCSI_PORT  # tgtd's TCP portal (see tgt.py)
+    return iscsi_initiator.reset_script([f"{address}:{port}" for address in wiring.target_addresses])
+
+
 # Each restartable stack's stop and start scripts, and what names its export (NQN or IQN).
 SERVICES: dict[str, tuple[Callable[[str], str], Callable[[str], str], Callable[[str], str]]] = {
     "nvmet": (nvmet.stop_script, nvmet.start_script, nqn),
     "lio": (lio.stop_script, lio.start_script, iqn),
+    "tgt": (lambda _: tgt.stop_script(crash=True), lambda _: tgt.start_script(), iqn),  # one tgtd per host
 }
 
 

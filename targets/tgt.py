@@ -22,7 +22,6 @@ Debian's tgt 1.0.85 is built with iSER.  Making it serve iSER over iWARP
 from __future__ import annotations
 
 import shlex
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -34,63 +33,68 @@ POOL_MB = 128
 TID = 1
 
 
-def start_daemon(host: Host, address: str) -> int:
-    """Start sanlab's own tgtd and return its PID; a tgtd that is already running is not ours.
+# sanlab's tgtd: its PID, and the script that starts it and recreates its target (run
+# once at export and again when a restart fault starts the service again).  Fixed
+# names: sanlab runs at most one tgtd per host (it refuses to share one it did not start).
+PIDFILE = "/run/sanlab-tgtd.pid"
+STARTER = "/run/sanlab-tgtd.start"
+LOG = "/var/log/sanlab-tgtd.log"
 
-    tgtd takes its portal and iSER pool from its command line, so sanlab
-    cannot share one it did not start: it refuses rather than stop or
-    reconfigure it.
-    """
+
+def start_lines(addresses: list[str]) -> list[str]:
+    """Start tgtd in a session of its own, note its PID, and wait until it answers."""
+    portals = ",".join(f"portal={address}:{TGT_TCP_PORT}" for address in addresses)
+    daemon = f"ulimit -l unlimited; exec tgtd -f --iscsi {portals} --iser pool_sz_mb={POOL_MB}"
+    return [
+        f"setsid sh -c {shlex.quote(daemon)} >>{LOG} 2>&1 </dev/null &",
+        f"echo $! > {PIDFILE}",
+        "for i in $(seq 40); do tgtadm --op show --mode system >/dev/null 2>&1 && break; sleep 0.25; done",
+        f"tgtadm --op show --mode system >/dev/null 2>&1 || {{ tail -n 5 {LOG} >&2; exit 1; }}",
+    ]
+
+
+def create_lines(
+    iqn: str, iser: bool, backings: list[Backing], initiator_addresses: list[str], initiator_iqn: str
+) -> list[str]:
+    """The target, its LUNs, and who may log in (by address and by IQN)."""
+    tgtadm = f"tgtadm --lld {'iser' if iser else 'iscsi'}"
+    lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
+    for lun, backing in enumerate(backings, start=1):
+        lines.append(
+            f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {shlex.quote(backing.path)}"
+        )
+    lines += [f"{tgtadm} --op bind --mode target --tid {TID} -I {address}" for address in initiator_addresses]
+    lines.append(f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {initiator_iqn}")
+    return lines
+
+
+def refuse_a_running_tgtd(host: Host) -> None:
+    """tgtd takes its portals and iSER pool from its command line, so sanlab cannot share one
+    it did not start: it refuses rather than stop or reconfigure it."""
     running = host.run("pidof tgtd", timeout=30)
     if running.ok:
         raise StackError(
             f"{host.name}: tgtd is already running (pid {running.stdout.strip()}) and was not started by "
             "sanlab for this target; sanlab will not stop or reconfigure it"
         )
-    pid = host.spawn(
-        f"ulimit -l unlimited; exec tgtd -f --iscsi portal={address}:{TGT_TCP_PORT} "
-        f"--iser pool_sz_mb={POOL_MB}",
-        log="/var/log/tgtd.log",
+
+
+def stop_script(crash: bool = False) -> str:
+    """Stop sanlab's tgtd (the PID it noted, and only if that is still a tgtd) and wait until
+    it has gone.  ``crash``: at once, with SIGKILL, as a restart fault does (tgtd does not
+    leave on SIGTERM while sessions are open); else SIGTERM first (at the end of a run,
+    once the initiator has logged out)."""
+    first = "kill -9 $pid" if crash else "kill $pid"
+    return (
+        f'pid=$(cat {PIDFILE} 2>/dev/null); [ -n "$pid" ] || exit 0; '
+        '[ "$(cat /proc/$pid/comm 2>/dev/null)" = tgtd ] || exit 0; '
+        f"{first}; for i in $(seq 20); do [ -e /proc/$pid ] || exit 0; sleep 0.25; done; kill -9 $pid; true"
     )
-    for _ in range(40):
-        if host.run("tgtadm --op show --mode system >/dev/null 2>&1", timeout=30).ok:
-            return pid
-        time.sleep(0.25)
-    log = host.run("tail -n 5 /var/log/tgtd.log", timeout=30).stdout
-    stop_daemon(host, pid)
-    raise StackError(f"{host.name}: tgtd did not start: {log.strip()}")
 
 
-def create(
-    host: Host,
-    iqn: str,
-    iser: bool,
-    backings: list[Backing],
-    initiator_address: str,
-    initiator_iqn: str,
-) -> None:
-    lld = "iser" if iser else "iscsi"
-    tgtadm = f"tgtadm --lld {lld}"
-    lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
-    for lun, backing in enumerate(backings, start=1):
-        lines.append(
-            f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {shlex.quote(backing.path)}"
-        )
-    lines += [
-        f"{tgtadm} --op bind --mode target --tid {TID} -I {initiator_address}",
-        f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {initiator_iqn}",
-    ]
-    sh(host, "\n".join(lines), f"tgt: exporting {iqn} over {lld}")
-
-
-def stop_daemon(host: Host, pid: int) -> None:
-    """Stop the tgtd sanlab started (by its PID, and only if it is still a tgtd)."""
-    host.run(
-        f'[ "$(cat /proc/{pid}/comm 2>/dev/null)" = tgtd ] || exit 0; '
-        f"tgtadm --op delete --mode system >/dev/null 2>&1; kill {pid}; sleep 1; "
-        f"[ -e /proc/{pid} ] && kill -9 {pid}; true",
-        timeout=60,
-    )
+def start_script() -> str:
+    """Start sanlab's tgtd again, with the same target (the script noted at export)."""
+    return f"sh -e {STARTER}"
 
 
 @contextmanager
@@ -98,15 +102,19 @@ def exported(
     host: Host,
     iqn: str,
     iser: bool,
-    address: str,
+    addresses: list[str],
     backings: list[Backing],
-    initiator_address: str,
+    initiator_addresses: list[str],
     initiator_iqn: str,
-) -> Iterator[int]:
-    """sanlab's own tgtd serving ``iqn`` for the ``with`` block; stopped (only it) however it ends."""
-    pid = start_daemon(host, address)
+) -> Iterator[None]:
+    """sanlab's own tgtd serving ``iqn`` on ``addresses`` (one portal each, several for a
+    multipath device) for the ``with`` block; stopped (only it) however it ends."""
+    refuse_a_running_tgtd(host)
+    script = start_lines(addresses) + create_lines(iqn, iser, backings, initiator_addresses, initiator_iqn)
+    note = f"umask 077; printf '%s\\n' {' '.join(shlex.quote(line) for line in script)} > {STARTER}"
     try:
-        create(host, iqn, iser, backings, initiator_address, initiator_iqn)
-        yield pid
+        sh(host, f"{note}\n{start_script()}", f"tgt: exporting {iqn} over {'iser' if iser else 'iscsi'}")
+        yield
     finally:
-        stop_daemon(host, pid)
+        host.run(stop_script(), timeout=60)
+        host.run(f"rm -f {STARTER} {PIDFILE}", timeout=30)

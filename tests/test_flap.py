@@ -102,8 +102,9 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, 
 
 
 def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp_path):
-    """nvmet and LIO stop for 3 s and start again, an NVMe/RDMA host resets its controller:
-    the I/O comes back, every block verified, and the recovery is recorded."""
+    """nvmet and LIO stop for 3 s and start again, NVMe/RDMA and NVMe/TCP hosts reset their
+    controllers, an iSCSI session loses its connection: the I/O comes back, every block
+    verified, and the recovery is recorded."""
     scenario = load_scenario(SCENARIOS / "restart.yaml")
     heard: list[str] = []
 
@@ -113,7 +114,7 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp
 
     with running_lab(scenario, "test-restart", print, keep_logs=False) as lab:
         records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
-    assert [r.transport for r in records] == ["nvme-tcp", "iscsi", "nvme-rdma"]
+    assert [r.transport for r in records] == ["nvme-tcp", "iscsi", "nvme-rdma", "nvme-tcp", "iscsi", "iscsi"]
     for record in records:
         assert record.error is None, record.error
         assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
@@ -121,4 +122,7 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp
         assert record.recovery_s is not None and 0 <= record.recovery_s < 60, record
     assert any("target nvme-tcp stops for 3s" in m for m in heard)
     assert any("target iscsi started again" in m for m in heard)
-    assert any("target nvme-rdma: controllers reset" in m for m in heard)
+    assert any("target nvme-rdma: connections reset" in m for m in heard)
+    assert any("target nvme-tcp-reset: connections reset" in m for m in heard)
+    assert any("target iscsi-reset: connections reset" in m for m in heard)
+    assert any("target tgt started again" in m for m in heard)

@@ -1,16 +1,19 @@
-"""Native NVMe multipath across two fabrics: a path pulled under verified writes, the I/O carries on.
+"""Multipath across two fabrics: a path pulled under verified writes, the I/O carries on.
 
 ``scenarios/multipath.yaml`` exports one nvmet subsystem on two cables, A
 and B, and connects over both; the kernel's native multipath joins the
-two controllers under one block device.  Path A goes down for 20 s in the
-middle of 16 MiB of verified 4k writes.  No block may fail verification,
-and the record must show the I/O moved to path B while A was down
-(``failover_s``, the longest stall of completions meanwhile).
+two controllers under one block device.  ``scenarios/multipath-scsi.yaml``
+does the same for iSCSI, served by LIO and by tgt: a session per path,
+joined by dm-multipath.  Path A goes down for 20 s in the middle of 16 MiB of
+verified 4k writes.  No block may fail verification, and the record must
+show the I/O moved to path B while A was down (``failover_s``, the longest
+stall of completions meanwhile).
 """
 
 from __future__ import annotations
 
 import copy
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,12 +22,13 @@ import yaml
 from sanlab.emulator.lab import plan, running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.targets import runner
+from sanlab.targets import dm_multipath, runner
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.faults import FaultedRun, Window
 from support import SCENARIOS, reruns
 
 MULTIPATH = SCENARIOS / "multipath.yaml"
+SCSI = SCENARIOS / "multipath-scsi.yaml"
 
 
 def _data() -> dict:
@@ -44,18 +48,52 @@ def test_a_multipath_target_is_exported_and_connected_on_every_path():
     assert flaps and all("dev a down" in c for c in flaps)  # the fault pulls path A only
 
 
+def test_a_scsi_multipath_target_has_a_portal_and_a_session_per_path_joined_by_dm_multipath():
+    scenario = load_scenario(SCSI)
+    hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
+    runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    initiator = hosts["initiator"].commands
+    logins = [c for c in initiator if "--login" in c]
+    assert len(logins) == 4  # two targets, two portals each
+    assert all("replacement_timeout -v 5" in c for c in logins)  # a dead session gives its I/O back
+    assert sum("-p 169.254.11.2:3260" in c for c in logins) == 1  # LIO's second portal
+    assert sum("-p 169.254.11.2:3261" in c for c in logins) == 1  # tgt's (its TCP portals use 3261)
+    joined = "\n".join(initiator)
+    assert joined.count("multipathd add path") == 2 and joined.count("multipathd del map") == 2
+    assert joined.index("multipathd del map") < joined.index("--logout")  # the map goes before its paths
+    target = "\n".join(hosts["target"].commands)
+    portals = [line for line in target.splitlines() if line.startswith("mkdir") and "/np/" in line]
+    assert [p.rsplit("/", 1)[1] for p in portals] == ["169.254.10.2:3260", "169.254.11.2:3260"]
+    assert "--iscsi portal=169.254.10.2:3261,portal=169.254.11.2:3261" in target  # one tgtd, two portals
+    assert target.count("--op bind --mode target --tid 1 -I 169.254.1") == 2  # an address ACL per path
+
+
 def test_failover_is_the_longest_stall_while_the_path_was_out():
     window = Window(down=100.0, up=112.0)
     moved = FaultedRun("{}", 0, "", [window], [99.0, 99.9, 106.4, 106.5, 107.0, 113.0])
     assert moved.failover_s() == 6.5  # from 99.9, the last completion before, to 106.4
     stuck = FaultedRun("{}", 0, "", [window], [99.0, 99.9, 112.3, 112.4])
     assert stuck.failover_s() is None and stuck.recovery_s() == 0.3
+    # the I/O in flight when the cable went completed, then nothing until it came back
+    in_flight = FaultedRun("{}", 0, "", [window], [99.0, 99.9, 100.01, 100.02, 112.3])
+    assert in_flight.failover_s() is None
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d["targets"][0].update(stack="lio", transport="iscsi"), "native NVMe multipath"),
+        (
+            lambda d: d["targets"][0].update(stack="lio", transport="srp"),
+            "multipath is built for iscsi, iser,",
+        ),
+        (lambda d: d["targets"][0].update(stack="spdk"), "served by lio and tgt and nvmet; not spdk"),
+        (
+            lambda d: (
+                d["targets"][0].update(stack="lio", transport="iscsi"),
+                d["hosts"][0].update(ssh="root@10.0.0.1"),
+            ),
+            "dm-multipath is configured on sanlab's guests only",
+        ),
         (lambda d: d["targets"][0].update(link="a"), "give either link or paths"),
         (lambda d: d["targets"][0].update(paths=["a", "c"]), "paths[1]: 'c' is not a link"),
         (lambda d: d["targets"][0].update(paths=["a", "a"]), "names a link twice"),
@@ -78,8 +116,13 @@ def test_multipath_mistakes_are_named(change, expected):
 
 
 @pytest.mark.vm
-def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path):
-    scenario = load_scenario(MULTIPATH)
+@pytest.mark.parametrize(
+    ("path", "transports"),
+    [(MULTIPATH, ["nvme-tcp", "nvme-rdma"]), (SCSI, ["iscsi", "iscsi"])],
+    ids=["nvme", "scsi"],
+)
+def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, path, transports):
+    scenario = load_scenario(path)
     heard: list[str] = []
 
     def say(message: str) -> None:
@@ -88,13 +131,15 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path):
 
     with running_lab(scenario, "test-mpath", print, keep_logs=False) as lab:
         records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
-    assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
+    assert [r.transport for r in records] == transports
     for record in records:
         assert record.error is None, record.error
         assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
         assert record.io_errors == 0 and record.verify_errors == 0, record
         # I/O completed over path B while A was out: the failover took less than the outage
         assert record.failover_s is not None and 0 < record.failover_s < 20, record
+        # every path in use again within the minute the run waits for it after the cable's return
+        assert record.failback_s is not None and 0 <= record.failback_s < 60, record
         assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
     assert sum("link a down for 20s" in m for m in heard) == 2 + reruns(records)
 
@@ -106,3 +151,21 @@ def test_the_throughput_dip_compares_the_outage_with_the_rate_before_it():
     assert FaultedRun("{}", 0, "", [window], steady + halved).dip_pct() == 50.0
     assert FaultedRun("{}", 0, "", [window], steady + [20.5]).dip_pct() == 100.0
     assert FaultedRun("{}", 0, "", [window], [10.5, 20.5]).dip_pct() is None  # no rate before it
+
+
+@pytest.mark.subprocess  # the script runs in a real shell
+@pytest.mark.parametrize(
+    ("status", "active"),
+    [
+        ("0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 A 0 0 1 8:16 A 0 0 1", 2),
+        ("0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 F 1 0 1 8:16 A 0 0 1", 1),  # the group's A is not a path
+        ("0 65536 multipath 2 0 0 0 2 1 A 0 1 0 8:0 F 2 0 1 E 0 1 0 8:16 F 1 0 1", 0),
+    ],
+)
+def test_active_paths_are_read_from_the_device_mappers_status(status, active):
+    script = dm_multipath.active_paths_script("/dev/mapper/3600140")
+    assert script.startswith("dmsetup status 3600140 |")
+    fed = script.replace("dmsetup status 3600140", f"echo {status}")
+    assert subprocess.run(
+        ["sh", "-c", fed], capture_output=True, text=True, check=True
+    ).stdout.strip() == str(active)

@@ -33,7 +33,7 @@ MODEL = {
     "model-lab6.json": [str(SCENARIOS / "labs" / "project-100g.yaml")],
 }
 CAPTURES = sorted((REPO / "tests" / "golden").glob("*.pcap"))
-DRY_RUNS = ("smoke", "incast", "multipath", "restart", "flap", "burst")
+DRY_RUNS = ("smoke", "incast", "multipath", "multipath-scsi", "restart", "flap", "burst")
 
 
 def _run(*argv: str) -> object:

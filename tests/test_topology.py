@@ -252,12 +252,15 @@ def test_burst_mistakes_are_named(fault, expected):
         ({"action": "restart", "target": "nvme-tcp", "link": "roce"}, "give target, not link"),
         ({"action": "down", "target": "nvme-tcp"}, "goes with action restart or reset, not down"),
         ({"action": "down"}, "action down needs the link it acts on"),
-        ({"action": "reset", "target": "iscsi"}, "reset is built for NVMe-oF controllers; not iscsi"),
+        ({"action": "reset", "target": "iser"}, "reset is built for iscsi, nvme-tcp, nvme-rdma; not iser"),
         ({"action": "restart", "target": "nvme-tcp", "loss": "5%"}, "goes with action loss, not restart"),
     ],
 )
 def test_target_fault_mistakes_are_named(fault, expected):
     data = yaml.safe_load((SCENARIOS / "restart.yaml").read_text())
+    data["targets"].append(
+        {"name": "iser", "host": "target", "stack": "lio", "transport": "iser", "size": "32m"}
+    )
     data["faults"] = [{"at": "1s", **fault}]
     assert expected in problems(data)
 
@@ -271,7 +274,12 @@ def test_a_restart_or_reset_hits_only_its_own_target():
     assert len(stops) == 1 and "sanlab:iscsi/" in stops[0]  # iscsi's restart, nothing else
     assert sum(c.startswith(": > /tmp/sanlab-restart-") for c in target) == 1  # nvme-tcp only
     resets = [c for c in hosts["initiator"].commands if "reset_controller" in c]
-    assert len(resets) == 1 and "sanlab:nvme-rdma" in resets[0]
+    assert len(resets) == 2 and "sanlab:nvme-rdma " in resets[0] and "sanlab:nvme-tcp-reset " in resets[1]
+    cuts = [c for c in hosts["initiator"].commands if "ss -tnK" in c]  # the iSCSI session reset
+    assert cuts == [
+        "n=$( (ss -tnK dst 169.254.10.2 dport = :3260) | grep -c ESTAB ); "
+        "[ \"$n\" -gt 0 ] || { echo 'no iSCSI connection to cut' >&2; exit 1; }"
+    ]
 
 
 def test_a_vm_socket_path_too_long_for_qemu_is_refused_before_any_boot():
