@@ -27,6 +27,7 @@ from sanlab.emulator.lab import (
     vm_alive,
 )
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.sizes import EXEC_TIMEOUT
 from sanlab.targets.lab_targets import stop_all
 from sanlab.validation import Duration, fail, load_checked
@@ -40,22 +41,31 @@ def _say(message: str) -> None:
 def images() -> None:
     """Build, list or clean the cached guest images.
 
-    The guest is built from Debian packages (vm-images/recipe.yaml) with
-    mmdebstrap, once per recipe, and cached under ~/.cache/sanlab/images.
+    Each guest is built from Debian packages (vm-images/recipe.yaml for
+    debian-12, recipe-debian-13.yaml for debian-13) with mmdebstrap, once
+    per recipe, and cached under ~/.cache/sanlab/images.
 
     \b
     Example:
       sanlab images build      # a few minutes the first time, instant after
+      sanlab images build --guest debian-13
       sanlab images list
     """
 
 
 @images.command("build")
 @click.option("--force", is_flag=True, help="Rebuild even if the recipe's image exists.")
-def images_build(force: bool) -> None:
-    """Build the guest image for the current recipe (if not cached)."""
+@click.option(
+    "--guest",
+    type=click.Choice(list(GUESTS)),
+    default=DEFAULT_GUEST,
+    show_default=True,
+    help="Which guest (a scenario's guest:).",
+)
+def images_build(force: bool, guest: str) -> None:
+    """Build a guest's image for its current recipe (if not cached)."""
     try:
-        image = guest_images.build_image(_say, force=force)
+        image = guest_images.build_image(_say, force=force, guest=guest)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(image.path)
@@ -64,7 +74,7 @@ def images_build(force: bool) -> None:
 @images.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print [{key, current, path, manifest}] only.")
 def images_list(as_json: bool) -> None:
-    """List cached images; '*' marks the one the current recipe uses."""
+    """List cached images; '*' marks those a guest's current recipe uses."""
     found = guest_images.list_images()
     if as_json:
         listed = [
@@ -79,8 +89,8 @@ def images_list(as_json: bool) -> None:
         m = image.manifest
         size = int(str(m.get("initrd_bytes", 0))) >> 20
         click.echo(
-            f"{'*' if current else ' '} {image.key}  kernel {m.get('kernel')}  "
-            f"{size} MiB  built {m.get('built')} in {m.get('build_seconds')} s"
+            f"{'*' if current else ' '} {image.key}  {m.get('guest', DEFAULT_GUEST)}  "
+            f"kernel {m.get('kernel')}  {size} MiB  built {m.get('built')} in {m.get('build_seconds')} s"
         )
 
 

@@ -30,8 +30,10 @@ import yaml
 from sanlab.emulator.cpio import tar_to_cpio
 from sanlab.scenarios.errors import SanlabError, ToolMissing
 from sanlab.scenarios.hosts import Say
+from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 
-RECIPE_FILES = ("recipe.yaml", "customize.sh", "init", "agent.py")
+# What every guest's image is made of besides its own recipe (and the recipe it extends).
+SHARED_FILES = ("customize.sh", "init", "agent.py")
 FORMAT = "1"  # bump when the packing below changes
 # Never packed into the guest: the kernel image travels beside the cpio.
 # Neither are what no guest process reads: perl (only tgt-admin, which sanlab
@@ -78,16 +80,37 @@ def recipe_dir() -> Path:
     return Path(str(resources.files("sanlab.vm_images")))
 
 
-def recipe() -> dict[str, object]:
-    data = yaml.safe_load((recipe_dir() / "recipe.yaml").read_text())
+def _recipe_files(guest: str) -> list[str]:
+    """The guest's recipe, then the recipe it extends (if any)."""
+    own = GUESTS[guest].recipe
+    base = _load(own).get("extends")
+    return [own, str(base)] if base else [own]
+
+
+def _load(name: str) -> dict[str, object]:
+    data = yaml.safe_load((recipe_dir() / name).read_text())
     if not isinstance(data, dict):
-        raise SanlabError(f"{recipe_dir() / 'recipe.yaml'}: not a mapping")
+        raise SanlabError(f"{recipe_dir() / name}: not a mapping")
     return data
 
 
-def image_key() -> str:
+def recipe(guest: str = DEFAULT_GUEST) -> dict[str, object]:
+    """The guest's recipe, merged onto the one it ``extends``: its own keys replace the
+    base's, and ``packages_add``/``modules_add`` extend the base's lists."""
+    own = _load(GUESTS[guest].recipe)
+    base = own.pop("extends", None)
+    if base is None:
+        return own
+    merged = _load(str(base))
+    for key in ("packages", "modules"):
+        added = own.pop(f"{key}_add", [])
+        merged[key] = list(merged[key]) + list(added)  # type: ignore[call-overload]
+    return merged | own
+
+
+def image_key(guest: str = DEFAULT_GUEST) -> str:
     digest = hashlib.sha256(FORMAT.encode())
-    for name in RECIPE_FILES:
+    for name in (*_recipe_files(guest), *SHARED_FILES):
         digest.update(name.encode() + b"\0" + (recipe_dir() / name).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -104,17 +127,18 @@ def images_dir() -> Path:
     return cache_root() / "images"
 
 
-def current_image() -> Image | None:
-    """The image for the current recipe, if it has been built."""
-    image = Image(image_key(), images_dir() / image_key())
+def current_image(guest: str = DEFAULT_GUEST) -> Image | None:
+    """The image for the guest's current recipe, if it has been built."""
+    image = Image(image_key(guest), images_dir() / image_key(guest))
     return image if (image.path / "manifest.json").is_file() else None
 
 
-def require_image() -> Image:
-    image = current_image()
+def require_image(guest: str = DEFAULT_GUEST) -> Image:
+    image = current_image(guest)
     if image is None:
+        build = "sanlab images build" + ("" if guest == DEFAULT_GUEST else f" --guest {guest}")
         raise SanlabError(
-            f"no guest image for the current recipe (key {image_key()}): run 'sanlab images build'"
+            f"no {guest} guest image for the current recipe (key {image_key(guest)}): run '{build}'"
         )
     return image
 
@@ -122,16 +146,21 @@ def require_image() -> Image:
 BUILD_LOCK = ".build.lock"  # held while one sanlab builds; never removed by clean
 
 
+def current_keys() -> set[str]:
+    """The image key of every guest's current recipe."""
+    return {image_key(guest) for guest in GUESTS}
+
+
 def list_images() -> list[tuple[Image, bool]]:
-    """Every cached image and whether it matches the current recipe."""
+    """Every cached image and whether it matches a guest's current recipe."""
     if not images_dir().is_dir():
         return []
-    current = image_key()
+    current = current_keys()
     found = []
     for path in sorted(images_dir().iterdir()):
         if path.name.startswith(".") or not (path / "manifest.json").is_file():
             continue
-        found.append((Image(path.name, path), path.name == current))
+        found.append((Image(path.name, path), path.name in current))
     return found
 
 
@@ -140,12 +169,12 @@ def clean_images(everything: bool = False) -> list[Path]:
     removed: list[Path] = []
     if not images_dir().is_dir():
         return removed
-    current = image_key()
+    current = current_keys()
     for path in images_dir().iterdir():
         if path.name == BUILD_LOCK:
             continue
         stale_build = path.name.startswith(".build-") and not _pid_alive(path.name)
-        if everything or stale_build or (not path.name.startswith(".") and path.name != current):
+        if everything or stale_build or (not path.name.startswith(".") and path.name not in current):
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
     return removed
@@ -175,13 +204,13 @@ def missing_packages(building: bool) -> list[str]:
     return sorted({package for command, package in tools.items() if shutil.which(command) is None})
 
 
-def ready_image(progress: Say) -> Image:
+def ready_image(progress: Say, guest: str = DEFAULT_GUEST) -> Image:
     """The guest image, built first if this machine has none: what 'lab up' and 'run' boot.
 
     Every missing system package is named at once, in the one apt-get line
     that installs them, before anything is downloaded or booted.
     """
-    existing = current_image()
+    existing = current_image(guest)
     missing = missing_packages(building=existing is None)
     if missing:
         sudo = "" if os.geteuid() == 0 else "sudo "
@@ -192,10 +221,10 @@ def ready_image(progress: Say) -> Image:
     if existing:
         return existing
     progress(
-        f"no guest image on this machine yet: building it now (about {BUILD_MINUTES} minutes the first "
-        "time; every later run reuses it)"
+        f"no {guest} guest image on this machine yet: building it now (about {BUILD_MINUTES} minutes "
+        "the first time; every later run reuses it)"
     )
-    return build_image(progress)
+    return build_image(progress, guest=guest)
 
 
 @contextmanager
@@ -213,34 +242,36 @@ def _one_builder(progress: Say) -> Iterator[None]:
         yield
 
 
-def build_image(progress: Say = lambda line: None, force: bool = False) -> Image:
-    """Build the guest image for the current recipe (or return the cached one)."""
+def build_image(progress: Say = lambda line: None, force: bool = False, guest: str = DEFAULT_GUEST) -> Image:
+    """Build the guest's image for its current recipe (or return the cached one)."""
     with _one_builder(progress):
-        existing = current_image()
+        existing = current_image(guest)
         if existing and not force:
             progress(f"image {existing.key} is up to date at {existing.path}")
             return existing
-        return _build(progress)
+        return _build(progress, guest)
 
 
-def _build(progress: Say) -> Image:
+def _build(progress: Say, guest: str) -> Image:
     if shutil.which("mmdebstrap") is None:
         raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
-    key = image_key()
+    key = image_key(guest)
     images_dir().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{key}-{os.getpid()}-", dir=images_dir()))
     work = work.rename(images_dir() / f".build-{key}-{os.getpid()}")
     started = time.monotonic()
     try:
         tar_path = work / "rootfs.tar"
-        _mmdebstrap(tar_path, work, progress)
+        spec = recipe(guest)
+        _mmdebstrap(spec, tar_path, work, progress)
         progress("packing the root file system into an initramfs")
         kernel_version = _pack(tar_path, work)
         tar_path.unlink()
         manifest = {
             "key": key,
+            "guest": guest,
             "kernel": kernel_version,
-            "release": recipe()["release"],
+            "release": spec["release"],
             "built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "build_seconds": round(time.monotonic() - started, 1),
             "initrd_bytes": (work / "rootfs.cpio").stat().st_size,
@@ -257,8 +288,7 @@ def _build(progress: Say) -> Image:
     return Image(key, final)
 
 
-def _mmdebstrap(tar_path: Path, work: Path, progress: Say) -> None:
-    spec = recipe()
+def _mmdebstrap(spec: dict[str, object], tar_path: Path, work: Path, progress: Say) -> None:
     packages = list(spec["packages"])  # type: ignore[call-overload]
     build_packages = " ".join(spec["build_packages"])  # type: ignore[arg-type]
     modules = work / "modules.list"
@@ -271,7 +301,7 @@ def _mmdebstrap(tar_path: Path, work: Path, progress: Say) -> None:
         "--dpkgopt=path-exclude=/usr/share/doc/*",
         "--dpkgopt=path-exclude=/usr/share/man/*",
         "--dpkgopt=path-exclude=/usr/share/locale/*",
-        f'--customize-hook=sh "{hook}" "$1" "{modules}" "{build_packages}"',
+        f'--customize-hook=sh "{hook}" "$1" "{modules}" "{build_packages}" "{spec["kernel_source"]}"',
         str(spec["release"]),
         str(tar_path),
         str(spec["mirror"]),

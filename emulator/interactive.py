@@ -35,7 +35,7 @@ def bring_up(
             f"{source}: its hosts are real machines (ssh:); a lab boots VMs only: "
             f"use 'sanlab run {source}' (or --dry-run to see what it would do)"
         )
-    image = ready_image(say)
+    image = ready_image(say, scenario.guest)
     run_dir = new_run_dir(name)
     shutil.copyfile(source, run_dir / SCENARIO_COPY)
     handle = Lab(scenario, name, run_dir, run_dir if capture or scenario.capture else None, snaplen)

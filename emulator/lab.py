@@ -270,7 +270,7 @@ class Lab:
         return self.run_dir / "state.json"
 
     def up(self, say: Say = lambda m: None, image: Image | None = None) -> None:
-        image = image or require_image()
+        image = image or require_image(self.scenario.guest)
         qemu = qemu_binary()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accel = accelerator.choose(qemu, image, say)

@@ -25,6 +25,7 @@ TransportName = Literal["iscsi", "iser", "srp", "nvme-tcp", "nvme-rdma"]
 FabricName = Literal["eth", "roce", "iwarp", "ib"]
 StackName = Literal["lio", "tgt", "nvmet", "scst", "spdk"]
 RdmaDriverName = Literal["rxe", "siw"]
+GuestName = Literal["debian-12", "debian-13"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,34 @@ STACKS: dict[str, Stack] = {
     )
 }
 
+
+@dataclass(frozen=True)
+class Guest:
+    """A guest image the VMs boot: a Debian release and what its kernel offers."""
+
+    name: str
+    title: str
+    recipe: str  # its recipe in vm-images/ (each guest has its own image key)
+    nvme_tls: bool  # NVMe/TCP TLS, host and target (CONFIG_NVME_TCP_TLS, CONFIG_NVME_TARGET_TCP_TLS)
+    nvme_auth: bool  # NVMe in-band authentication, DH-HMAC-CHAP (CONFIG_NVME_HOST_AUTH, _TARGET_AUTH)
+
+
+GUESTS: dict[str, Guest] = {
+    g.name: g
+    for g in (
+        Guest("debian-12", "Debian 12 (bookworm, Linux 6.1)", "recipe.yaml", nvme_tls=False, nvme_auth=False),
+        Guest(
+            "debian-13",
+            "Debian 13 (trixie, Linux 6.12)",
+            "recipe-debian-13.yaml",
+            nvme_tls=True,
+            nvme_auth=True,
+        ),
+    )
+}
+# The guest a scenario boots unless it says otherwise: the one every test passes on.
+DEFAULT_GUEST: GuestName = "debian-12"
+
 # The kernel module of each soft-RDMA driver.
 SOFT_RDMA_MODULES = {"rxe": "rdma_rxe", "siw": "siw"}
 
@@ -171,7 +200,13 @@ DEFAULT_RDMA_FABRIC = FABRICS["roce"]
 TRANSPORT_NAMES: tuple[str, ...] = TransportName.__args__  # type: ignore[attr-defined]
 FABRIC_NAMES: tuple[str, ...] = FabricName.__args__  # type: ignore[attr-defined]
 STACK_NAMES: tuple[str, ...] = StackName.__args__  # type: ignore[attr-defined]
-if (tuple(TRANSPORTS), tuple(FABRICS), tuple(STACKS)) != (TRANSPORT_NAMES, FABRIC_NAMES, STACK_NAMES):
+GUEST_NAMES: tuple[str, ...] = GuestName.__args__  # type: ignore[attr-defined]
+if (tuple(TRANSPORTS), tuple(FABRICS), tuple(STACKS), tuple(GUESTS)) != (
+    TRANSPORT_NAMES,
+    FABRIC_NAMES,
+    STACK_NAMES,
+    GUEST_NAMES,
+):
     raise AssertionError("registry: the objects and the name types must list the same names, in order")
 
 

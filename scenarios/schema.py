@@ -34,7 +34,14 @@ if TYPE_CHECKING:
 
     from sanlab.scenarios.plan import Plan
 
-from sanlab.scenarios.registry import FabricName, RdmaDriverName, StackName, TransportName
+from sanlab.scenarios.registry import (
+    DEFAULT_GUEST,
+    FabricName,
+    GuestName,
+    RdmaDriverName,
+    StackName,
+    TransportName,
+)
 from sanlab.scenarios.sizes import (
     BLOCK_SIZE,
     FAULT_AT,
@@ -402,6 +409,8 @@ class Scenario(Strict):
 
     name: Label | None = None
     description: Annotated[str, Field(max_length=2000)] = ""
+    # The guest image every VM boots (scenarios/registry.py's GUESTS).
+    guest: GuestName = DEFAULT_GUEST
     hosts: Annotated[list[Host], Field(max_length=MAX_HOSTS)] = []
     switches: Annotated[list[Switch], Field(max_length=MAX_SWITCHES)] = []
     links: Annotated[list[Link], Field(max_length=64)] = []

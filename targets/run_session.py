@@ -128,7 +128,7 @@ def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen:
 def _on_vms(
     loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
 ) -> None:
-    ready_image(say)
+    ready_image(say, loaded.guest)
     name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None

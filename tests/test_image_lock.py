@@ -19,13 +19,13 @@ def test_a_second_builder_waits_for_the_first_and_reuses_its_image(tmp_path, mon
     monkeypatch.setenv("SANLAB_CACHE", str(tmp_path))
     builds: list[float] = []
 
-    def build(progress):
+    def build(progress, guest):
         builds.append(time.monotonic())
         time.sleep(0.5)
-        folder = images.images_dir() / images.image_key()
+        folder = images.images_dir() / images.image_key(guest)
         folder.mkdir(parents=True)
         (folder / "manifest.json").write_text("{}")
-        return images.Image(images.image_key(), folder)
+        return images.Image(images.image_key(guest), folder)
 
     monkeypatch.setattr(images, "_build", build)
     heard: list[str] = []
@@ -50,3 +50,14 @@ def test_clean_leaves_the_lock_alone(tmp_path, monkeypatch):
     (images.images_dir() / images.BUILD_LOCK).write_text("")
     assert images.clean_images(everything=True) == []
     assert (images.images_dir() / images.BUILD_LOCK).exists()
+
+
+def test_each_guest_has_its_own_image_key_and_debian_13_extends_debian_12():
+    assert images.image_key("debian-12") != images.image_key("debian-13")
+    twelve, thirteen = images.recipe("debian-12"), images.recipe("debian-13")
+    assert (twelve["release"], thirteen["release"]) == ("bookworm", "trixie")
+    assert (
+        "linux-source-6.12" in thirteen["build_packages"] and "linux-source-6.1" in twelve["build_packages"]
+    )
+    assert set(twelve["packages"]) < set(thirteen["packages"]) and "ktls-utils" in thirteen["packages"]
+    assert set(twelve["modules"]) < set(thirteen["modules"]) and "tls" in thirteen["modules"]

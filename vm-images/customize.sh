@@ -7,6 +7,7 @@ root=$1
 here=$(dirname "$0")
 modules_list=$2
 build_packages=$3
+source=linux-source-$4  # the kernel source siw.ko is compiled from (recipe: kernel_source)
 kver=$(ls "$root/lib/modules" | head -n 1)
 echo "sanlab: guest kernel $kver"
 # Remember what the guest has, so the build tools can leave without a trace.
@@ -19,12 +20,12 @@ echo "sanlab: installed build tools ($build_packages)"
 # --- siw.ko from Debian's linux-source, against the matching headers -------
 chroot "$root" sh -ec "
   cd /tmp
-  tar -xaf /usr/src/linux-source-6.1.tar.xz linux-source-6.1/drivers/infiniband/sw/siw
-  make -s -C /usr/src/linux-headers-$kver M=/tmp/linux-source-6.1/drivers/infiniband/sw/siw \
+  tar -xaf /usr/src/$source.tar.xz $source/drivers/infiniband/sw/siw
+  make -s -C /usr/src/linux-headers-$kver M=/tmp/$source/drivers/infiniband/sw/siw \
        CONFIG_RDMA_SIW=m modules
-  strip --strip-debug /tmp/linux-source-6.1/drivers/infiniband/sw/siw/siw.ko
-  install -D -m 0644 /tmp/linux-source-6.1/drivers/infiniband/sw/siw/siw.ko /lib/modules/$kver/updates/siw.ko
-  rm -rf /tmp/linux-source-6.1
+  strip --strip-debug /tmp/$source/drivers/infiniband/sw/siw/siw.ko
+  install -D -m 0644 /tmp/$source/drivers/infiniband/sw/siw/siw.ko /lib/modules/$kver/updates/siw.ko
+  rm -rf /tmp/$source
   depmod $kver
 "
 echo "sanlab: built siw.ko"
