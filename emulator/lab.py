@@ -434,6 +434,11 @@ class Lab:
         if FABRIC_HOST in names:
             raise SanlabError("the fabric VM is not rebooted: it would take every switched link with it")
         vms = [self.vms[name] for name in names]
+        gone = [vm.name for vm in vms if not vm.running()]
+        if gone:  # a reset needs a QEMU to press it in (a guest kernel panic ends its QEMU)
+            raise SanlabError(
+                f"{', '.join(gone)}: the VM is down (its QEMU exited); a reboot cannot bring it back"
+            )
         with ThreadPoolExecutor(len(vms)) as pool:
             for vm, seconds in zip(vms, pool.map(lambda v: v.reboot(REBOOT_TIMEOUT), vms), strict=True):
                 say(f"  {vm.name}: rebooted, ready in {seconds:.1f} s")

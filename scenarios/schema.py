@@ -105,6 +105,10 @@ _PROFILE = r"^([a-z0-9][a-z0-9._-]{0,63}|[^\x00-\x1f]{1,250}\.ya?ml)$"
 # guests with each printable character in turn; in the secret it works.
 _CHAP = r"^[!$-<>-\[\]-~]+$"
 _CHAP_NAME = r"^[!$-:<>-\[\]-~]+$"
+# An NVMe DH-HMAC-CHAP secret as nvme gen-dhchap-key prints it: DHHC-1, the
+# hash it is transformed with (00 none, 01-03 SHA-256/384/512), then the
+# base64 of a 32-, 48- or 64-byte key and its CRC-32.
+_DHCHAP = r"^DHHC-1:0[0-3]:[A-Za-z0-9+/]{44,92}={0,2}:$"
 _TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
 # Where ssh goes: [USER@]HOST, HOST a name or an address.  Never starts with
 # '-' (it would be read as an option) and holds no shell characters.
@@ -127,6 +131,7 @@ PATTERN_HINTS = {
     _PROFILE: "a profile name such as modern-100g, or a path ending in .yaml",
     _CHAP: "printable ASCII without spaces, '#', '=', '\"' or backslash",
     _CHAP_NAME: "printable ASCII without spaces, ';', '#', '=', '\"' or backslash",
+    _DHCHAP: "a DH-HMAC-CHAP secret as 'nvme gen-dhchap-key' prints it: DHHC-1:0N:<base64>:",
     _TEXT_LINE: "one line of text",
     _SSH: "[USER@]HOST, HOST a name or an IPv4 or IPv6 address (bare or in [brackets])",
     _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
@@ -177,6 +182,7 @@ Label = Annotated[str, Field(pattern=_LABEL)]
 ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
 ChapText = Annotated[str, Field(pattern=_CHAP)]
 ChapName = Annotated[str, Field(pattern=_CHAP_NAME)]
+DhchapSecret = Annotated[str, Field(pattern=_DHCHAP)]
 SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
@@ -298,6 +304,15 @@ class Chap(Strict):
     password: Annotated[ChapText, Field(min_length=12, max_length=16)]
 
 
+class NvmeAuth(Strict):
+    """NVMe in-band authentication (DH-HMAC-CHAP, NVMe over Fabrics 8.13): the secret the
+    target holds for its host, and the one the host presents (the same unless told; a
+    different one must fail to connect)."""
+
+    secret: DhchapSecret
+    initiator_secret: DhchapSecret | None = None
+
+
 class Target(Strict):
     """A storage target on a host and the transport it exports over."""
 
@@ -317,6 +332,7 @@ class Target(Strict):
     header_digest: bool = False
     data_digest: bool = False
     chap: Chap | None = None
+    auth: NvmeAuth | None = None
     # backstore 'device': a block device of the target host's own.  sanlab
     # refuses one that is mounted or in use, and one that holds a file
     # system or partition table unless ``destroy`` says its data may go.

@@ -11,7 +11,16 @@ import itertools
 from collections.abc import Iterable, Iterator
 
 from sanlab.scenarios.plan import PlannedLink
-from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS, driver_fabric, limits, names, serving
+from sanlab.scenarios.registry import (
+    FABRICS,
+    GUESTS,
+    STACKS,
+    TRANSPORTS,
+    driver_fabric,
+    limits,
+    names,
+    serving,
+)
 from sanlab.scenarios.schema import Fault, Link, Projection, Scenario, Target
 from sanlab.scenarios.sizes import format_duration, format_size
 from sanlab.scenarios.topology import FABRIC_HOST, switch_names
@@ -44,6 +53,7 @@ def check_scenario(scenario: Scenario) -> list[tuple[str, str]]:
         + list(_switches(scenario))
         + list(_switch_loops(scenario))
         + list(_multipath(scenario))
+        + list(_guest_features(scenario))
         + list(_incast(scenario, links_ok=not link_problems))
     )
 
@@ -623,6 +633,27 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                     f"{format_size(workload.verify_size or 0)} do not fit in targets[{i}]'s size "
                     f"({format_size(target.size)})",
                 )
+
+
+def _guest_features(scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """What only some kernels have: NVMe in-band authentication needs an NVMe transport and,
+    on sanlab's VMs, a guest whose kernel has it."""
+    guest = GUESTS[scenario.guest]
+    with_it = ", ".join(g.name for g in GUESTS.values() if g.nvme_auth)
+    for i, target in enumerate(scenario.targets):
+        if target.auth is None:
+            continue
+        if not TRANSPORTS[target.transport].nvme:
+            yield (
+                f"targets[{i}].auth",
+                f"NVMe in-band authentication is for nvme-tcp and nvme-rdma; not {target.transport}",
+            )
+        elif not guest.nvme_auth and not real_machines(scenario):
+            yield (
+                f"targets[{i}].auth",
+                f"NVMe in-band authentication needs guest {with_it} ({guest.title} has none): "
+                f"set guest: {with_it}",
+            )
 
 
 def _multipath_stack(i: int, target: Target, real: bool) -> Iterator[tuple[str, str]]:

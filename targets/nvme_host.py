@@ -42,6 +42,7 @@ def connect(
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
+    identity: tuple[str, str] | None = None,
 ) -> list[str]:
     """Connect to ``nqn`` at each address and return its namespaces' block devices.
 
@@ -59,6 +60,8 @@ def connect(
     """
     trtype = TRANSPORTS[transport].carrier  # nvme-cli's --transport: tcp or rdma
     options = (" --hdr-digest" if header_digest else "") + (" --data-digest" if data_digest else "")
+    if identity:  # in-band authentication: this host NQN, with this DH-HMAC-CHAP secret
+        options += f" --hostnqn={shlex.quote(identity[0])} --dhchap-secret={shlex.quote(identity[1])}"
     prepare = (
         f"modprobe nvme-{trtype}\n"
         f"echo {CONNECT_TIMEOUT_S} > /sys/module/nvme_core/parameters/admin_timeout\n"
@@ -124,10 +127,13 @@ def connected(
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
+    identity: tuple[str, str] | None = None,
 ) -> Iterator[list[str]]:
-    """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards."""
+    """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards.
+
+    ``identity``: the (host NQN, DH-HMAC-CHAP secret) to authenticate with."""
     try:
-        yield connect(host, nqn, transport, addresses, header_digest, data_digest, say)
+        yield connect(host, nqn, transport, addresses, header_digest, data_digest, say, identity)
     finally:
         disconnect(host, nqn)
 

@@ -28,6 +28,15 @@ CFS = "/sys/kernel/config/nvmet"
 class Export:
     nqn: str
     port_ids: tuple[int, ...]  # one port per address (several: multipath)
+    host: str | None = None  # the one host NQN allowed in (DH-HMAC-CHAP), its hosts/ object ours
+
+
+@dataclass(frozen=True)
+class HostKey:
+    """Who may connect, with what secret (NVMe in-band authentication)."""
+
+    nqn: str
+    secret: str
 
 
 def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
@@ -36,25 +45,46 @@ def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
     return tuple(n for n in range(1, 65536) if n not in taken)[:count]
 
 
-def claim(host: Host, nqn: str, transport: str, ports: int = 1) -> Export:
-    """Load the transport and check that ``nqn`` is free; from here on, what is made is ours."""
+def claim(host: Host, nqn: str, transport: str, ports: int = 1, key: HostKey | None = None) -> Export:
+    """Load the transport and check that ``nqn`` (and the host object ``key`` needs) is
+    free; from here on, what is made is ours."""
     trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
-    subsystem = f"{CFS}/subsystems/{nqn}"
-    sh(
-        host,
-        f"modprobe nvmet-{trtype}\n"
-        f"if [ -e {subsystem} ]; then echo 'NVMe subsystem {nqn} already exists: sanlab does not touch "
-        "what it did not create' >&2; exit 17; fi",
-        f"nvmet: claiming {nqn}",
-    )
-    return Export(nqn, _free_port_ids(host, ports))
+    lines = [f"modprobe nvmet-{trtype}"]
+    for kind, name, path in (("subsystem", nqn, "subsystems"), ("host", key.nqn if key else None, "hosts")):
+        if name:
+            lines.append(
+                f"if [ -e {CFS}/{path}/{name} ]; then echo 'NVMe {kind} {name} already exists: sanlab does "
+                "not touch what it did not create' >&2; exit 17; fi"
+            )
+    sh(host, "\n".join(lines), f"nvmet: claiming {nqn}")
+    return Export(nqn, _free_port_ids(host, ports), key.nqn if key else None)
 
 
-def create(host: Host, export: Export, transport: str, addresses: list[str], backings: list[Backing]) -> None:
-    """The subsystem, its namespaces, and a port on each address that exports it."""
+def _allowed_host(subsystem: str, key: HostKey | None) -> list[str]:
+    """Any host, or only ``key``'s, which must authenticate with its secret."""
+    if key is None:
+        return [f"echo 1 > {subsystem}/attr_allow_any_host"]
+    entry = f"{CFS}/hosts/{key.nqn}"
+    return [
+        f"echo 0 > {subsystem}/attr_allow_any_host",
+        f"mkdir {entry}",
+        f"printf %s {shlex.quote(key.secret)} > {entry}/dhchap_key",
+        f"ln -s {entry} {subsystem}/allowed_hosts/{key.nqn}",
+    ]
+
+
+def create(
+    host: Host,
+    export: Export,
+    transport: str,
+    addresses: list[str],
+    backings: list[Backing],
+    key: HostKey | None = None,
+) -> None:
+    """The subsystem, who may connect, its namespaces, and a port on each address that exports it."""
     trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
     subsystem = f"{CFS}/subsystems/{export.nqn}"
-    lines = [f"mkdir {subsystem}", f"echo 1 > {subsystem}/attr_allow_any_host"]
+    lines = [f"mkdir {subsystem}", *_allowed_host(subsystem, key)]
     for nsid, backing in enumerate(backings, start=1):
         ns = f"{subsystem}/namespaces/{nsid}"
         lines += [f"mkdir {ns}", f"printf %s {shlex.quote(backing.path)} > {ns}/device_path"]
@@ -82,22 +112,33 @@ def remove(host: Host, export: Export) -> None:
         f"rm -f {CFS}/ports/{n}/subsystems/{export.nqn}; rmdir {CFS}/ports/{n} 2>/dev/null;"
         for n in export.port_ids
     )
+    allowed = (
+        f"rm -f {subsystem}/allowed_hosts/{export.host}; rmdir {CFS}/hosts/{export.host} 2>/dev/null;"
+        if export.host
+        else ""
+    )
     host.run(
         ports + f"for ns in {subsystem}/namespaces/*; do [ -d $ns ] || continue; "
         "echo 0 > $ns/enable; rmdir $ns; done;"
-        f"rmdir {subsystem} 2>/dev/null; true",
+        f"{allowed}rmdir {subsystem} 2>/dev/null; true",
         timeout=60,
     )
 
 
 @contextmanager
 def exported(
-    host: Host, nqn: str, transport: str, addresses: list[str], backings: list[Backing]
+    host: Host,
+    nqn: str,
+    transport: str,
+    addresses: list[str],
+    backings: list[Backing],
+    key: HostKey | None = None,
 ) -> Iterator[Export]:
-    """A subsystem and ports of sanlab's own for the ``with`` block; removed however it ends."""
-    export = claim(host, nqn, transport, len(addresses))
+    """A subsystem and ports of sanlab's own (and, with ``key``, the one host allowed in) for
+    the ``with`` block; removed however it ends."""
+    export = claim(host, nqn, transport, len(addresses), key)
     try:
-        create(host, export, transport, addresses, backings)
+        create(host, export, transport, addresses, backings, key)
         yield export
     finally:
         remove(host, export)

@@ -32,7 +32,7 @@ from sanlab.targets import (
 )
 from sanlab.targets.faults import Cables
 from sanlab.targets.host import Host, StackError
-from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, initiator_iqn, iqn, nqn
+from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, host_nqn, initiator_iqn, iqn, nqn
 
 
 @dataclass(frozen=True)
@@ -154,10 +154,20 @@ def _chap(target: Target) -> Chap | None:
     return Chap(target.chap.username, target.chap.password) if target.chap else None
 
 
+def _host_key(target: Target, name: str, wiring: Wiring) -> nvmet.HostKey | None:
+    """With ``auth``: the host NQN the initiator authenticates as, and the target's secret."""
+    if target.auth is None:
+        return None
+    return nvmet.HostKey(host_nqn(name, wiring.initiator_host.name), target.auth.secret)
+
+
 def nvmet_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
     backings = _backings(steps, target, name, wiring.target_host)
+    key = _host_key(target, name, wiring)
     steps.enter_context(
-        nvmet.exported(wiring.target_host, nqn(name), target.transport, wiring.target_addresses, backings)
+        nvmet.exported(
+            wiring.target_host, nqn(name), target.transport, wiring.target_addresses, backings, key
+        )
     )
     return {"nqn": nqn(name)}
 
@@ -174,8 +184,17 @@ def nvmet_connect(
             target.header_digest,
             target.data_digest,
             say,
+            _identity(target, name, wiring),
         )
     )
+
+
+def _identity(target: Target, name: str, wiring: Wiring) -> tuple[str, str] | None:
+    """With ``auth``: the host NQN and the secret the initiator presents (its own, if told)."""
+    if target.auth is None:
+        return None
+    secret = target.auth.initiator_secret or target.auth.secret
+    return host_nqn(name, wiring.initiator_host.name), secret
 
 
 def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:

@@ -59,3 +59,14 @@ def guest_image():
     require_tool("qemu-system-x86_64")
     require_tool("mmdebstrap")
     return build_image(print)
+
+
+@pytest.fixture(scope="session")
+def debian_13_image():
+    """The Debian 13 guest's image (Linux 6.12: NVMe TLS and in-band authentication)."""
+    from sanlab.emulator.images import build_image
+    from support import require_tool
+
+    require_tool("qemu-system-x86_64")
+    require_tool("mmdebstrap")
+    return build_image(print, guest="debian-13")
