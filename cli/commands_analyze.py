@@ -107,6 +107,11 @@ def analyze(
         )
     if result.others:
         click.echo("other traffic: " + ", ".join(f"{t.name} {t.frames} frames" for t in result.others))
+    if result.encrypted:
+        click.echo(
+            "NVMe/TCP inside TLS: its streams are TLS records, so their PDUs (commands, data, "
+            "responses) cannot be read here; the run's own records say what its I/O did"
+        )
 
 
 def _writable_picture(path: Path, option: str) -> None:

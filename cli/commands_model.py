@@ -114,6 +114,9 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 )
 @click.option("--header-digest", is_flag=True)
 @click.option("--data-digest", is_flag=True)
+@click.option(
+    "--tls", is_flag=True, help="NVMe/TCP inside TLS 1.3: AES-GCM on every byte, records on the wire."
+)
 @click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")

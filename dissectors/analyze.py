@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sanlab.dissectors.attribute import Io, Owner, attribute
 from sanlab.dissectors.frames import DECODE_AS, Frame, read_frames
+from sanlab.dissectors.framing import TLS_RECORD
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import ISCSI_TCP_PORTS, NVME_PORT
 from sanlab.scenarios.registry import TRANSPORTS, names
@@ -67,9 +68,15 @@ class Analysis:
     transports: list[str] = field(default_factory=list)
     duplicates: int = 0
 
+    @property
+    def encrypted(self) -> bool:
+        """NVMe/TCP inside TLS: its streams are records whose PDUs cannot be read."""
+        return any(t.name == TLS_RECORD for t in self.others)
+
     def document(self) -> dict[str, object]:
         return {
             "transport": self.transport,
+            "encrypted": self.encrypted,
             "transports": self.transports,
             "fabric": self.fabric,
             "duplicate_frames": self.duplicates,

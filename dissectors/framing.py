@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sanlab.scenarios.headers import DIGEST, ISCSI_BHS, NVME_SQE
+from sanlab.scenarios.headers import DIGEST, ISCSI_BHS, NVME_SQE, TLS_RECORD_HDR
 
 # iSCSI opcodes (RFC 7143 section 11), as the first byte's low six bits.
 ISCSI_NOP_OUT, ISCSI_COMMAND, ISCSI_TMF, ISCSI_LOGIN, ISCSI_TEXT, ISCSI_DATA_OUT = (
@@ -200,13 +200,31 @@ class NvmeQueue:
     discovery: bool = False
 
 
+# TLS record content types (RFC 8446 B.1): change_cipher_spec, alert, handshake, application_data.
+TLS_CONTENT_TYPES = (20, 21, 22, 23)
+TLS_RECORD = "TLS record (encrypted NVMe/TCP)"
+
+
+def starts_tls(head: bytes) -> bool:
+    """Does a stream begin with a TLS record?  An NVMe/TCP stream begins with an ICReq or
+    ICResp (PDU type 0 or 1), so the two cannot be mistaken for each other."""
+    return len(head) >= 3 and head[0] in TLS_CONTENT_TYPES and head[1] == 3 and 1 <= head[2] <= 4
+
+
 class NvmeTcpFramer:
-    """Splits one direction of an NVMe/TCP connection into PDUs by their PLEN, as bytes arrive."""
+    """Splits one direction of an NVMe/TCP connection into PDUs by their PLEN, as bytes arrive;
+    a direction that begins with a TLS record (NVMe/TCP's secure channel) into its records,
+    whose contents cannot be read."""
 
     def __init__(self, queue: NvmeQueue):
         self.queue, self.at = queue, 0
+        self.tls = False
 
     def pdus(self, stream: bytes | Window) -> list[Pdu]:
+        if self.at == 0 and not self.tls and starts_tls(stream[:3]):
+            self.tls = True
+        if self.tls:
+            return self._records(stream)
         pdus, at = [], self.at
         while at + NVME_TCP_CH <= len(stream):
             plen = int.from_bytes(stream[at + 4 : at + 8], "little")
@@ -216,6 +234,17 @@ class NvmeTcpFramer:
             at += plen
         self.at = at
         return pdus
+
+    def _records(self, stream: bytes | Window) -> list[Pdu]:
+        records, at = [], self.at
+        while at + TLS_RECORD_HDR <= len(stream):
+            end = at + TLS_RECORD_HDR + int.from_bytes(stream[at + 3 : at + 5], "big")
+            if end > len(stream):
+                break
+            records.append(Pdu(at, end, category=TLS_RECORD))
+            at = end
+        self.at = at
+        return records
 
 
 def nvme_tcp_pdus(stream: bytes, queue: NvmeQueue) -> list[Pdu]:

@@ -30,7 +30,20 @@ DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 # The scenario's own fields first, then its sections in the order a file usually gives them;
 # every model of the schema must be here (a test walks the schema to hold it so).
-ORDER = ["Scenario", "Host", "Switch", "Link", "Target", "Chap", "NvmeAuth", "Workload", "Fault", "Flow", "Projection"]
+ORDER = [
+    "Scenario",
+    "Host",
+    "Switch",
+    "Link",
+    "Target",
+    "Chap",
+    "NvmeAuth",
+    "NvmeTls",
+    "Workload",
+    "Fault",
+    "Flow",
+    "Projection",
+]
 
 
 def _type(spec: dict[str, Any]) -> str:

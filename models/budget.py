@@ -21,6 +21,7 @@ HOPS = {
     "syscall-block": "fio's submission and completion: syscalls, the block layer (stacks: application)",
     "initiator-stack": "the transport's initiator: commands, completions, data received (stacks: initiators)",
     "initiator-digests": "CRC32C of the PDUs the initiator sends and checks (stacks: digests)",
+    "initiator-tls": "TLS's AEAD (AES-GCM) over every byte the initiator sends and receives (stacks: tls)",
     "initiator-net": "the initiator's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
     # (under load, packets are batched and share that cost: nics' batch_window_us; never at QD 1)
     "link-out": "serialisation towards the target (link rate, wire bytes)",
@@ -29,6 +30,7 @@ HOPS = {
     "target-stack": "the target stack's thread (stacks: targets)",
     "backend-copy": "the target's copy in and out of the backend (backends: target_cycles_per_byte)",
     "target-digests": "CRC32C of the PDUs the target sends and checks (stacks: digests; a library: hosts)",
+    "target-tls": "TLS's AEAD (AES-GCM) over every byte the target sends and receives (stacks: tls)",
     "target-net": "the target's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
     "device": "the backend's service: per I/O and per byte (backends)",
     "pcie": "DMA of the data across the target NIC's slot, beyond what the wire overlaps (nics: pcie_gbps)",

@@ -52,6 +52,7 @@ class Point:
     backend: str | None = None
     header_digest: bool = False
     data_digest: bool = False
+    tls: bool = False  # NVMe/TCP inside TLS 1.3 (every byte encrypted and decrypted)
     sessions: int | None = None
     cores: int | None = None  # per host, in place of the profile's (a what-if: more or fewer cores)
     core: str | None = None  # core design per host (models/cores.yaml), in place of the profile's
@@ -211,7 +212,7 @@ def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
     return (
         stack_params(stack, ProtocolParams())
         .with_(**prof.protocol)
-        .with_(header_digest=point.header_digest, data_digest=point.data_digest)
+        .with_(header_digest=point.header_digest, data_digest=point.data_digest, tls=point.tls)
     )
 
 
@@ -239,6 +240,7 @@ def _cpu_desks(
             / init.stack_ghz,
         ),
         ("initiator-digests", digested * prof.digests.kernel_cycles_per_byte / 1000 / init.ghz),
+        ("initiator-tls", encrypted_bytes(point, pdus) * prof.tls.cycles_per_byte / 1000 / init.ghz),
     )
     tgt_parts = (
         (
@@ -247,6 +249,7 @@ def _cpu_desks(
         ),
         ("backend-copy", point.bs * backend.target_cycles_per_byte / 1000 / tgt.stack_ghz),
         ("target-digests", digested * prof.digests.cycles_per_byte(stack, tgt) / 1000 / tgt.ghz),
+        ("target-tls", encrypted_bytes(point, pdus) * prof.tls.cycles_per_byte / 1000 / tgt.ghz),
     )
     n, conns = point.initiators, connections(point, prof)
     return (
@@ -285,6 +288,12 @@ def received_bytes(point: Point) -> tuple[int, int]:
 # Bytes a header digest covers per PDU: iSCSI's basic header segment; NVMe/TCP's
 # headers are 8 to 72 bytes.  Either way small beside a data digest.
 DIGESTED_HEADER = 48
+
+
+def encrypted_bytes(point: Point, pdus: int) -> int:
+    """Bytes of one I/O each side runs through TLS's AEAD: all it sends or receives, its
+    data and its PDUs' headers (a sender encrypts, a receiver decrypts)."""
+    return point.bs + pdus * DIGESTED_HEADER if point.tls else 0
 
 
 def digested_bytes(point: Point, pdus: int) -> int:

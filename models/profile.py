@@ -198,6 +198,13 @@ class Digests(_Strict):
         return host.crc32c_cycles_per_byte if stack in self.library else self.kernel_cycles_per_byte
 
 
+class Tls(_Strict):
+    """What TLS 1.3's AEAD (AES-GCM) costs per byte a side encrypts or decrypts (NVMe/TCP's
+    secure channel, kTLS); models/stacks.yaml gives the source."""
+
+    cycles_per_byte: float = Field(ge=0.05, le=10, description="AEAD cost per byte sent or received")
+
+
 class Stacks(_Strict):
     """The software stacks' costs (models/stacks.yaml), shared by every profile.
 
@@ -210,6 +217,7 @@ class Stacks(_Strict):
     initiators: dict[str, SideCost]
     targets: dict[str, SideCost] = Field(description="'stack/transport'")
     digests: Digests
+    tls: Tls
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def cost(self, key: str) -> StackCost:
@@ -249,8 +257,10 @@ class Profile(_Strict):
     costs: dict[str, StackCost] = Field(
         default_factory=dict, description="'stack/transport': the stacks' costs, or the profile's own"
     )
-    # CRC32C of digests by each stack's code: the stacks' (stacks.yaml), unless the profile sets its own.
+    # CRC32C of digests by each stack's code, and TLS's AEAD: the stacks' (stacks.yaml), unless
+    # the profile sets its own.
     digests: Digests
+    tls: Tls
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:
@@ -488,6 +498,7 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
     library = {key: stacks.cost(key).model_dump() for key in stacks.targets}
     data["costs"] = library | dict(data.get("costs") or {})
     data.setdefault("digests", stacks.digests.model_dump())
+    data.setdefault("tls", stacks.tls.model_dump())
     return data
 
 

@@ -129,7 +129,17 @@ def beyond(
     )
 
 
+# No table in shared/ measured NVMe/TCP inside TLS: its cost is a cryptography paper's.
+TLS_UNCHECKED = (
+    "extrapolated: TLS's AES-GCM cost is a cryptography paper's (models/stacks.yaml), never checked "
+    "against a measurement of NVMe/TCP with TLS"
+)
+
+
 def past(point: Point, bw_mibps: float) -> str | None:
     """The edge of the committed fit's reach a projection of ``point`` moving ``bw_mibps`` crossed."""
     job_rate = job_gbytes_per_s(bw_mibps, point.numjobs, point.initiators)
-    return beyond(point.transport, gbytes_per_s(bw_mibps), job_rate, load())
+    edge = beyond(point.transport, gbytes_per_s(bw_mibps), job_rate, load())
+    if point.tls:
+        return f"{edge}; {TLS_UNCHECKED.removeprefix('extrapolated: ')}" if edge else TLS_UNCHECKED
+    return edge

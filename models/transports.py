@@ -23,6 +23,10 @@ from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes'
     SRP_CMD,
     SRP_DESC,
     SRP_RSP,
+    TLS_AEAD_TAG,
+    TLS_INNER_TYPE,
+    TLS_MAX_RECORD,
+    TLS_RECORD_HDR,
 )
 
 SRP_IMM_OFFSET = 68  # SRP_CMD + room for additional CDB + the 4-byte immediate descriptor
@@ -66,6 +70,7 @@ class ProtocolParams:
     target_header_push: bool = True
     target_page_push: int = 4096
     nvme_tcp_sq_flow_disabled: bool = False
+    tls: bool = False  # NVMe/TCP inside TLS 1.3: each PDU sealed in records
 
     def with_(self, **changes: object) -> ProtocolParams:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -209,8 +214,25 @@ def nvme_rdma(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     return _rdma_recipe("nvme-rdma", rw, bs, NVME_SQE, NVME_CQE, p.nvme_rdma_inline)
 
 
+def sealed(size: int, p: ProtocolParams) -> int:
+    """A PDU's bytes on the stream: inside TLS, each record of at most 16 KiB adds its
+    header, inner content type and AEAD tag (RFC 8446 5.2)."""
+    if not p.tls:
+        return size
+    records = -(-size // TLS_MAX_RECORD)
+    return size + records * (TLS_RECORD_HDR + TLS_INNER_TYPE + TLS_AEAD_TAG)
+
+
 def nvme_tcp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
-    """NVMe/TCP: CapsuleCmd, C2HData or (in-capsule | R2T + H2CData), CapsuleResp."""
+    """NVMe/TCP: CapsuleCmd, C2HData or (in-capsule | R2T + H2CData), CapsuleResp (each
+    sealed in TLS records with ``tls``)."""
+    recipe = _nvme_tcp_plain(rw, bs, p)
+    if not p.tls:
+        return recipe
+    return replace(recipe, messages=tuple(replace(m, size=sealed(m.size, p)) for m in recipe.messages))
+
+
+def _nvme_tcp_plain(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     hd = DIGEST if p.header_digest else 0
     dd = DIGEST if p.data_digest else 0
     msgs: tuple[Message, ...]

@@ -23,5 +23,9 @@ ISCSI_BHS, DIGEST, ISER_HDR = 48, 4, 28
 SRP_CMD, SRP_DESC, SRP_RSP = 48, 16, 36
 NVME_SQE, NVME_CQE = 64, 16
 NVME_TCP_CMD, NVME_TCP_RESP, NVME_TCP_DATA_HDR = 72, 24, 24
+# TLS 1.3 (RFC 8446 5.1-5.2), NVMe/TCP's secure channel: each record has a
+# 5-byte header, and, encrypted, a content-type byte and a 16-byte AEAD tag
+# (AES-GCM, ChaCha20-Poly1305); a record carries at most 16 KiB of data.
+TLS_RECORD_HDR, TLS_INNER_TYPE, TLS_AEAD_TAG, TLS_MAX_RECORD = 5, 1, 16, 16384
 # What precedes the RDMA payload of a RoCEv2 frame as QEMU captures it (no FCS).
 ROCE_PAYLOAD_OFFSET = ETH_HDR + IPV4 + UDP + BTH

@@ -77,6 +77,7 @@ class Transport:
     # NVMe host's own multipath), "dm-multipath" (the device mapper, over one
     # session per path), or "" (not built).
     multipath: Literal["native", "dm-multipath", ""] = ""
+    tls: bool = False  # a TLS 1.3 secure channel of its own (NVMe/TCP transport spec 3.6)
 
     @property
     def rdma(self) -> bool:
@@ -181,7 +182,7 @@ TRANSPORTS: dict[str, Transport] = {
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
             ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-tcp)", initiator_tools=("nvme",),
-            modules=("nvme_tcp", "nvmet_tcp"), multipath="native",
+            modules=("nvme_tcp", "nvmet_tcp"), multipath="native", tls=True,
         ),
         Transport(
             "nvme-rdma", "NVMe/RDMA", "nvme", "rdma", ports.NVME_PORT, ("roce", "iwarp", "ib"),

@@ -109,6 +109,10 @@ _CHAP_NAME = r"^[!$-:<>-\[\]-~]+$"
 # hash it is transformed with (00 none, 01-03 SHA-256/384/512), then the
 # base64 of a 32-, 48- or 64-byte key and its CRC-32.
 _DHCHAP = r"^DHHC-1:0[0-3]:[A-Za-z0-9+/]{44,92}={0,2}:$"
+# An NVMe/TCP configured PSK in the interchange format (NVMe/TCP transport
+# spec 3.6.1.5): NVMeTLSkey-1, the hash (01 SHA-256, 02 SHA-384), then the
+# base64 of a 32- or 48-byte key and its CRC-32.
+_TLS_PSK = r"^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{48,72}={0,2}:$"
 _TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
 # Where ssh goes: [USER@]HOST, HOST a name or an address.  Never starts with
 # '-' (it would be read as an option) and holds no shell characters.
@@ -132,6 +136,7 @@ PATTERN_HINTS = {
     _CHAP: "printable ASCII without spaces, '#', '=', '\"' or backslash",
     _CHAP_NAME: "printable ASCII without spaces, ';', '#', '=', '\"' or backslash",
     _DHCHAP: "a DH-HMAC-CHAP secret as 'nvme gen-dhchap-key' prints it: DHHC-1:0N:<base64>:",
+    _TLS_PSK: "a configured PSK as 'nvme gen-tls-key' prints it: NVMeTLSkey-1:0N:<base64>:",
     _TEXT_LINE: "one line of text",
     _SSH: "[USER@]HOST, HOST a name or an IPv4 or IPv6 address (bare or in [brackets])",
     _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
@@ -183,6 +188,7 @@ ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
 ChapText = Annotated[str, Field(pattern=_CHAP)]
 ChapName = Annotated[str, Field(pattern=_CHAP_NAME)]
 DhchapSecret = Annotated[str, Field(pattern=_DHCHAP)]
+TlsPsk = Annotated[str, Field(pattern=_TLS_PSK)]
 SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
@@ -313,6 +319,15 @@ class NvmeAuth(Strict):
     initiator_secret: DhchapSecret | None = None
 
 
+class NvmeTls(Strict):
+    """NVMe/TCP over TLS 1.3 with a given configured PSK (``tls: true`` makes a fresh one for
+    each export instead): the target's, and the host's (the same unless told; a different
+    one must fail the handshake)."""
+
+    psk: TlsPsk
+    initiator_psk: TlsPsk | None = None
+
+
 class Target(Strict):
     """A storage target on a host and the transport it exports over."""
 
@@ -333,6 +348,8 @@ class Target(Strict):
     data_digest: bool = False
     chap: Chap | None = None
     auth: NvmeAuth | None = None
+    # NVMe/TCP inside TLS 1.3 (tlshd does the handshake, the kernel encrypts).
+    tls: bool | NvmeTls = False
     # backstore 'device': a block device of the target host's own.  sanlab
     # refuses one that is mounted or in use, and one that holds a file
     # system or partition table unless ``destroy`` says its data may go.
@@ -414,6 +431,8 @@ class Projection(Strict):
     initiators: int | None = Field(None, ge=1, le=64)
     header_digest: bool = False
     data_digest: bool = False
+    # NVMe/TCP only: inside TLS 1.3 (the AEAD's cost per byte on both hosts, records on the wire).
+    tls: bool = False
     # NVMe hosts only: poll for completions (fio --hipri on poll queues), and
     # the I/O queues per controller (nvme connect --nr-io-queues; unset, one per CPU).
     poll: bool = False

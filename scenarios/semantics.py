@@ -520,6 +520,9 @@ def _fabric_for(where: str, transport: str, fabric: str) -> Iterator[tuple[str, 
 def _nvme_only(where: str, projection: Projection, transports: Iterable[str]) -> Iterator[tuple[str, str]]:
     """Polling and a count of I/O queues are NVMe hosts' knobs: SCSI initiators have neither."""
     others = sorted(str(t) for t in transports if t not in NVME_TRANSPORTS)
+    without = sorted(str(t) for t in transports if not TRANSPORTS[str(t)].tls)
+    if projection.tls and without:
+        yield f"{where}.tls", f"TLS is {_tls_owners()}, not {', '.join(without)}"
     for field, value in (("poll", projection.poll), ("queues", projection.queues)):
         if value and others:
             yield (
@@ -641,6 +644,7 @@ def _guest_features(scenario: Scenario) -> Iterator[tuple[str, str]]:
     guest = GUESTS[scenario.guest]
     with_it = ", ".join(g.name for g in GUESTS.values() if g.nvme_auth)
     for i, target in enumerate(scenario.targets):
+        yield from _tls(i, target, scenario)
         if target.auth is None:
             continue
         if not TRANSPORTS[target.transport].nvme:
@@ -654,6 +658,32 @@ def _guest_features(scenario: Scenario) -> Iterator[tuple[str, str]]:
                 f"NVMe in-band authentication needs guest {with_it} ({guest.title} has none): "
                 f"set guest: {with_it}",
             )
+
+
+def _tls_owners() -> str:
+    """Whose TLS it is, for an error message: "NVMe/TCP's (nvme-tcp)"."""
+    owners = [t for t in TRANSPORTS.values() if t.tls]
+    return " and ".join(f"{t.title}'s ({t.name})" for t in owners)
+
+
+def _tls(i: int, target: Target, scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """TLS is NVMe/TCP's, on a guest whose kernel has it (sanlab runs tlshd on its guests only)."""
+    if not target.tls:
+        return
+    with_it = ", ".join(g.name for g in GUESTS.values() if g.nvme_tls)
+    guest = GUESTS[scenario.guest]
+    if not TRANSPORTS[target.transport].tls:
+        yield f"targets[{i}].tls", f"TLS is {_tls_owners()}; not {target.transport}"
+    elif real_machines(scenario):
+        yield (
+            f"targets[{i}].tls",
+            "TLS is configured on sanlab's guests only (tlshd and the keyring are ours there)",
+        )
+    elif not guest.nvme_tls:
+        yield (
+            f"targets[{i}].tls",
+            f"NVMe/TCP TLS needs guest {with_it} ({guest.title} has none): set guest: {with_it}",
+        )
 
 
 def _multipath_stack(i: int, target: Target, real: bool) -> Iterator[tuple[str, str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.sizes import FAULT_LENGTH
@@ -34,6 +35,20 @@ CONNECT_SETTLE_S = 60
 CTRL_LOSS_TMO_S = int(FAULT_LENGTH.high) + 60
 
 
+@dataclass(frozen=True)
+class Identity:
+    """How the host presents itself to one subsystem: its host NQN, the DH-HMAC-CHAP secret it
+    proves (in-band authentication), and whether its queues run inside TLS."""
+
+    nqn: str
+    dhchap_secret: str | None = None
+    tls: bool = False
+
+    def options(self) -> str:
+        secret = f" --dhchap-secret={shlex.quote(self.dhchap_secret)}" if self.dhchap_secret else ""
+        return f" --hostnqn={shlex.quote(self.nqn)}{secret}" + (" --tls" if self.tls else "")
+
+
 def connect(
     host: Host,
     nqn: str,
@@ -42,7 +57,7 @@ def connect(
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
-    identity: tuple[str, str] | None = None,
+    identity: Identity | None = None,
 ) -> list[str]:
     """Connect to ``nqn`` at each address and return its namespaces' block devices.
 
@@ -60,8 +75,8 @@ def connect(
     """
     trtype = TRANSPORTS[transport].carrier  # nvme-cli's --transport: tcp or rdma
     options = (" --hdr-digest" if header_digest else "") + (" --data-digest" if data_digest else "")
-    if identity:  # in-band authentication: this host NQN, with this DH-HMAC-CHAP secret
-        options += f" --hostnqn={shlex.quote(identity[0])} --dhchap-secret={shlex.quote(identity[1])}"
+    if identity:
+        options += identity.options()
     prepare = (
         f"modprobe nvme-{trtype}\n"
         f"echo {CONNECT_TIMEOUT_S} > /sys/module/nvme_core/parameters/admin_timeout\n"
@@ -127,11 +142,11 @@ def connected(
     header_digest: bool,
     data_digest: bool,
     say: Callable[[str], None] = lambda m: None,
-    identity: tuple[str, str] | None = None,
+    identity: Identity | None = None,
 ) -> Iterator[list[str]]:
     """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards.
 
-    ``identity``: the (host NQN, DH-HMAC-CHAP secret) to authenticate with."""
+    ``identity``: who the host says it is, and how it proves it."""
     try:
         yield connect(host, nqn, transport, addresses, header_digest, data_digest, say, identity)
     finally:

@@ -33,10 +33,11 @@ class Export:
 
 @dataclass(frozen=True)
 class HostKey:
-    """Who may connect, with what secret (NVMe in-band authentication)."""
+    """The one host allowed in: its NQN (a TLS PSK names it too) and, with NVMe in-band
+    authentication, the secret it must prove it holds."""
 
     nqn: str
-    secret: str
+    secret: str | None = None
 
 
 def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
@@ -65,10 +66,11 @@ def _allowed_host(subsystem: str, key: HostKey | None) -> list[str]:
     if key is None:
         return [f"echo 1 > {subsystem}/attr_allow_any_host"]
     entry = f"{CFS}/hosts/{key.nqn}"
+    secret = [f"printf %s {shlex.quote(key.secret)} > {entry}/dhchap_key"] if key.secret else []
     return [
         f"echo 0 > {subsystem}/attr_allow_any_host",
         f"mkdir {entry}",
-        f"printf %s {shlex.quote(key.secret)} > {entry}/dhchap_key",
+        *secret,
         f"ln -s {entry} {subsystem}/allowed_hosts/{key.nqn}",
     ]
 
@@ -80,8 +82,10 @@ def create(
     addresses: list[str],
     backings: list[Backing],
     key: HostKey | None = None,
+    tls: bool = False,
 ) -> None:
-    """The subsystem, who may connect, its namespaces, and a port on each address that exports it."""
+    """The subsystem, who may connect, its namespaces, and a port on each address that exports
+    it (asking for TLS 1.3 with ``tls``)."""
     trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
     subsystem = f"{CFS}/subsystems/{export.nqn}"
     lines = [f"mkdir {subsystem}", *_allowed_host(subsystem, key)]
@@ -99,6 +103,7 @@ def create(
             f"echo {trtype} > {port}/addr_trtype",
             f"echo {address} > {port}/addr_traddr",
             f"echo {NVME_PORT} > {port}/addr_trsvcid",
+            *([f"echo tls1.3 > {port}/addr_tsas"] if tls else []),
             f"ln -s {subsystem} {port}/subsystems/{export.nqn}",
         ]
     where = " and ".join(addresses)
@@ -133,12 +138,13 @@ def exported(
     addresses: list[str],
     backings: list[Backing],
     key: HostKey | None = None,
+    tls: bool = False,
 ) -> Iterator[Export]:
     """A subsystem and ports of sanlab's own (and, with ``key``, the one host allowed in) for
     the ``with`` block; removed however it ends."""
     export = claim(host, nqn, transport, len(addresses), key)
     try:
-        create(host, export, transport, addresses, backings, key)
+        create(host, export, transport, addresses, backings, key, tls)
         yield export
     finally:
         remove(host, export)

@@ -26,6 +26,7 @@ from sanlab.targets import (
     iscsi_initiator,
     lio,
     nvme_host,
+    nvme_tls,
     nvmet,
     srp_initiator,
     tgt,
@@ -155,26 +156,52 @@ def _chap(target: Target) -> Chap | None:
 
 
 def _host_key(target: Target, name: str, wiring: Wiring) -> nvmet.HostKey | None:
-    """With ``auth``: the host NQN the initiator authenticates as, and the target's secret."""
-    if target.auth is None:
+    """With ``auth`` or ``tls``: the one host NQN admitted (and the secret it must prove)."""
+    if target.auth is None and not target.tls:
         return None
-    return nvmet.HostKey(host_nqn(name, wiring.initiator_host.name), target.auth.secret)
+    secret = target.auth.secret if target.auth else None
+    return nvmet.HostKey(host_nqn(name, wiring.initiator_host.name), secret)
+
+
+def _psks(target: Target) -> tuple[str, str] | None:
+    """The (target's, initiator's) configured PSKs: given, or one fresh one for both."""
+    if not target.tls:
+        return None
+    if isinstance(target.tls, bool):
+        psk = nvme_tls.new_psk()
+        return psk, psk
+    return target.tls.psk, target.tls.initiator_psk or target.tls.psk
 
 
 def nvmet_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
     backings = _backings(steps, target, name, wiring.target_host)
-    key = _host_key(target, name, wiring)
+    key, psks = _host_key(target, name, wiring), _psks(target)
+    if key and psks:  # the target's keyring holds the PSK and its tlshd does the handshakes
+        nvme_tls.start_tlshd(wiring.target_host)
+        steps.enter_context(nvme_tls.key_inserted(wiring.target_host, key.nqn, nqn(name), psks[0]))
     steps.enter_context(
         nvmet.exported(
-            wiring.target_host, nqn(name), target.transport, wiring.target_addresses, backings, key
+            wiring.target_host,
+            nqn(name),
+            target.transport,
+            wiring.target_addresses,
+            backings,
+            key,
+            tls=psks is not None,
         )
     )
-    return {"nqn": nqn(name)}
+    return {"nqn": nqn(name), **({"psk": psks[1]} if psks else {})}
 
 
 def nvmet_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
+    identity = _identity(target, name, wiring)
+    if identity and identity.tls:
+        nvme_tls.start_tlshd(wiring.initiator_host)
+        steps.enter_context(
+            nvme_tls.key_inserted(wiring.initiator_host, identity.nqn, nqn(name), made["psk"])
+        )
     return steps.enter_context(
         nvme_host.connected(
             wiring.initiator_host,
@@ -184,17 +211,18 @@ def nvmet_connect(
             target.header_digest,
             target.data_digest,
             say,
-            _identity(target, name, wiring),
+            identity,
         )
     )
 
 
-def _identity(target: Target, name: str, wiring: Wiring) -> tuple[str, str] | None:
-    """With ``auth``: the host NQN and the secret the initiator presents (its own, if told)."""
-    if target.auth is None:
+def _identity(target: Target, name: str, wiring: Wiring) -> nvme_host.Identity | None:
+    """With ``auth`` or ``tls``: the host NQN the initiator presents, the secret it proves
+    (its own, if told) and whether it asks for TLS."""
+    if target.auth is None and not target.tls:
         return None
-    secret = target.auth.initiator_secret or target.auth.secret
-    return host_nqn(name, wiring.initiator_host.name), secret
+    secret = (target.auth.initiator_secret or target.auth.secret) if target.auth else None
+    return nvme_host.Identity(host_nqn(name, wiring.initiator_host.name), secret, bool(target.tls))
 
 
 def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:

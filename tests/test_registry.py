@@ -139,6 +139,7 @@ def test_every_projection_field_is_a_model_option_and_reaches_the_models_point()
         "core": next(iter(load_cores())),
         "header_digest": True,
         "data_digest": True,
+        "tls": True,
         "poll": True,
         "queues": 5,
     }

@@ -1,0 +1,80 @@
+"""NVMe/TCP inside TLS 1.3, as the NVMe/TCP transport specification (3.6) and nvme-cli set it up.
+
+Both ends hold the same configured PSK for one (host NQN, subsystem NQN)
+pair: ``nvme check-tls-key --insert`` derives the retained PSK from it
+and puts it in the kernel's ``.nvme`` keyring under the pair's identity
+(``NVMe1R01 <hostnqn> <subnqn> <digest>``).  The kernel hands each new
+queue's socket to tlshd (ktls-utils), which does the handshake with that
+key and gives the socket back with kTLS on; from then on the kernel
+encrypts every PDU with the agreed AEAD (AES-GCM, say).  nvmet asks for
+TLS on a port with ``addr_tsas tls1.3``; the host with ``nvme connect
+--tls``.
+
+A key sanlab inserted is invalidated when its export or connection ends.
+tlshd stays up for the guest's life, as iscsid does, with a configuration
+of sanlab's own (``/run``), never ``/etc/tlshd.conf``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import shlex
+import struct
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sanlab.targets.host import Host, StackError, sh
+
+CONF = "/run/sanlab-tlshd.conf"
+CONFIG = "[authenticate]\nkeyrings=.nvme\n"
+LOG = "/var/log/sanlab-tlshd.log"
+# kTLS and the AEADs a TLS 1.3 handshake may settle on; nvme-tcp registers the keyring's
+# "psk" key type.
+MODULES = ("tls", "gcm", "ccm", "chacha20poly1305", "aesni_intel", "ghash_clmulni_intel", "nvme_tcp")
+
+
+def new_psk() -> str:
+    """A fresh configured PSK in the interchange format, as ``nvme gen-tls-key`` makes one:
+    32 random bytes and their CRC-32 (little-endian), base64, hash 01 (SHA-256)."""
+    key = secrets.token_bytes(32)
+    return f"NVMeTLSkey-1:01:{base64.b64encode(key + struct.pack('<I', zlib.crc32(key))).decode()}:"
+
+
+def start_tlshd(host: Host) -> None:
+    """Load kTLS and the ciphers, and start tlshd (with sanlab's configuration) if none runs."""
+    modules = " ".join(MODULES)
+    sh(
+        host,
+        f"for m in {modules}; do modprobe $m 2>/dev/null || true; done\n"
+        f"printf %s {shlex.quote(CONFIG)} > {CONF}\n"
+        "pidof tlshd >/dev/null && exit 0\n"
+        f"setsid tlshd -c {CONF} -s >>{LOG} 2>&1 </dev/null &\n"
+        "for i in $(seq 20); do pidof tlshd >/dev/null && exit 0; sleep 0.25; done\n"
+        f"tail -n 3 {LOG} >&2; exit 1",
+        "starting tlshd",
+    )
+
+
+@contextmanager
+def key_inserted(host: Host, host_nqn: str, subsystem_nqn: str, psk: str) -> Iterator[str]:
+    """``psk`` in the host's ``.nvme`` keyring for the pair, for the block; its key id."""
+    command = shlex.join(
+        [
+            "nvme", "check-tls-key", f"--hostnqn={host_nqn}", f"--subsysnqn={subsystem_nqn}",
+            "--identity=1", f"--keydata={psk}", "--insert",
+        ]
+    )  # fmt: skip
+    out = sh(host, f"modprobe nvme-tcp\n{command}", f"inserting the TLS PSK for {subsystem_nqn}")
+    found = re.search(r"Inserted TLS key ([0-9a-f]+)", out)
+    if getattr(host, "dry_run", False):
+        found = re.search(r"([0-9a-f]+)", "0")
+    if found is None:
+        raise StackError(f"{host.name}: nvme check-tls-key inserted no key: {out.strip()}")
+    key = found.group(1)
+    try:
+        yield key
+    finally:
+        host.run(f"keyctl invalidate 0x{key} 2>/dev/null; true", timeout=30)
