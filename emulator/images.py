@@ -80,6 +80,19 @@ def recipe_dir() -> Path:
     return Path(str(resources.files("sanlab.vm_images")))
 
 
+# Boots this guest whatever a scenario says: how a test suite is run on another guest
+# (benchmarks/debian13_vm_tests.py).
+GUEST_OVERRIDE = "SANLAB_GUEST"
+
+
+def guest_of(scenario_guest: str) -> str:
+    """The guest a lab boots: the scenario's, unless $SANLAB_GUEST names another."""
+    chosen = os.environ.get(GUEST_OVERRIDE) or scenario_guest
+    if chosen not in GUESTS:
+        raise SanlabError(f"${GUEST_OVERRIDE}={chosen!r} is not a guest (guests: {', '.join(GUESTS)})")
+    return chosen
+
+
 def _recipe_files(guest: str) -> list[str]:
     """The guest's recipe, then the recipe it extends (if any)."""
     own = GUESTS[guest].recipe

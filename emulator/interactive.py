@@ -14,7 +14,7 @@ import socket
 import threading
 from pathlib import Path
 
-from sanlab.emulator.images import ready_image
+from sanlab.emulator.images import guest_of, ready_image
 from sanlab.emulator.lab import Lab, live_agent_path, new_run_dir, read_state
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
@@ -35,7 +35,7 @@ def bring_up(
             f"{source}: its hosts are real machines (ssh:); a lab boots VMs only: "
             f"use 'sanlab run {source}' (or --dry-run to see what it would do)"
         )
-    image = ready_image(say, scenario.guest)
+    image = ready_image(say, guest_of(scenario.guest))
     run_dir = new_run_dir(name)
     shutil.copyfile(source, run_dir / SCENARIO_COPY)
     handle = Lab(scenario, name, run_dir, run_dir if capture or scenario.capture else None, snaplen)

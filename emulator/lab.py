@@ -29,7 +29,7 @@ from sanlab.emulator import accel as accelerator
 from sanlab.emulator import fabric, guest_ssh
 from sanlab.emulator import links as cables
 from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
-from sanlab.emulator.images import Image, require_image
+from sanlab.emulator.images import Image, guest_of, require_image
 from sanlab.emulator.links import Interface, configure
 from sanlab.emulator.qemu import (
     MGMT_ADDRESS,
@@ -270,7 +270,7 @@ class Lab:
         return self.run_dir / "state.json"
 
     def up(self, say: Say = lambda m: None, image: Image | None = None) -> None:
-        image = image or require_image(self.scenario.guest)
+        image = image or require_image(guest_of(self.scenario.guest))
         qemu = qemu_binary()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accel = accelerator.choose(qemu, image, say)

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sanlab.emulator.images import ready_image
+from sanlab.emulator.images import guest_of, ready_image
 from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
@@ -128,7 +128,7 @@ def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen:
 def _on_vms(
     loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
 ) -> None:
-    ready_image(say, loaded.guest)
+    ready_image(say, guest_of(loaded.guest))
     name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None

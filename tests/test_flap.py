@@ -101,11 +101,13 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, 
     assert sum("link roce clear" in m for m in heard) == 4
 
 
-def test_a_restarted_service_or_reset_controller_loses_no_block(guest_image, tmp_path):
-    """nvmet and LIO stop for 3 s and start again, NVMe/RDMA and NVMe/TCP hosts reset their
-    controllers, an iSCSI session loses its connection: the I/O comes back, every block
-    verified, and the recovery is recorded."""
-    scenario = load_scenario(SCENARIOS / "restart.yaml")
+@pytest.mark.parametrize("guest", ["debian-12", "debian-13"])
+def test_a_restarted_service_or_reset_controller_loses_no_block(guest, request, tmp_path):
+    """nvmet, LIO and tgt stop for 3 s and start again, NVMe/RDMA and NVMe/TCP hosts reset
+    their controllers, an iSCSI session loses its connection: the I/O comes back, every
+    block verified, and the recovery is recorded, on both guests."""
+    request.getfixturevalue("debian_13_image" if guest == "debian-13" else "guest_image")
+    scenario = load_scenario(SCENARIOS / "restart.yaml").model_copy(update={"guest": guest})
     heard: list[str] = []
 
     def say(message: str) -> None:

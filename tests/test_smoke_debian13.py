@@ -1,0 +1,56 @@
+"""The smoke scenario on the second guest, Debian 13 (Linux 6.12).
+
+Every transport and soft-RDMA driver of ``scenarios/smoke.yaml`` runs on
+``guest: debian-13`` with the same verified fio jobs and must pass as on
+Debian 12, with one named exception: SRP over rxe.  In one of two runs on
+2026-11-25 the initiator's 6.12 kernel died under it (a double fault in
+rxe's receiver, allocating an ACK: targets/README.md), taking every later
+target of the run with it; until a kernel without that bug is in Debian
+13, CI runs the scenario without the SRP target, and the full scenario
+(SRP included) is run and timed by benchmarks/debian13_vm_tests.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from sanlab.scenarios.registry import TRANSPORTS
+from support import REPO, SCENARIOS
+
+pytestmark = pytest.mark.vm
+VERIFIED = {"randwrite": 8 << 20, "randread": 4 << 20}
+LEFT_OUT = "srp"  # the 6.12 rxe double fault under SRP (see above)
+
+
+def test_every_smoke_combination_but_srp_passes_verified_on_debian_13(debian_13_image, tmp_path):
+    data = yaml.safe_load((SCENARIOS / "smoke.yaml").read_text())
+    data["guest"] = "debian-13"
+    data["targets"] = [t for t in data["targets"] if t["transport"] != LEFT_OUT]
+    spec = tmp_path / "smoke-debian-13.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", str(spec), "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = json.loads(result.stdout)["results"]
+    combos = sorted((r["transport"], r["target_stack"], r["rdma_driver"]) for r in records)
+    drivers = {lk["name"]: lk.get("rdma_driver") for lk in data["links"]}
+    wanted = [  # an RDMA transport over its link's soft-RDMA driver, a TCP one over none
+        (t["transport"], t["stack"], drivers[t["link"]] if TRANSPORTS[t["transport"]].rdma else None)
+        for t in data["targets"]
+    ]
+    assert combos == sorted(wanted * 3)  # three points a target
+    for r in records:
+        assert r["error"] is None and r["verify"] == "pass", r
+        assert r["verified_bytes"] == VERIFIED[r["rw"]] * r["numjobs"], r
+    assert "6.12" in (out / "logs" / "initiator.dmesg").read_text().splitlines()[0]
