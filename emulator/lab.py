@@ -330,13 +330,30 @@ class Lab:
             fabric.serve_flows(vm, self.plan.fabric)
 
     def _ends(self, link: str) -> list[tuple[Vm, Interface, str]]:
+        """The two hosts that talk over ``link``: a cable's ends; for a host's link to a switch,
+        that host and the first host on another port of the same switch, whom its packets
+        reach through the switch (the switch port has no address of its own)."""
+        ends = self._hosts_on(link)
+        if len(ends) == 1:
+            switches = {sw.name for sw in self.scenario.switches}
+            switch = next((e for e in self.scenario.plan.link(link).link.endpoints if e in switches), "")
+            ports = [
+                lk.name
+                for lk in self.scenario.plan.links
+                if lk.name != link and switch in lk.link.endpoints and lk.kind != "cable"
+            ]
+            ends += next((self._hosts_on(port) for port in ports if self._hosts_on(port)), [])
+        if len(ends) != 2:
+            raise SanlabError(f"lab {self.name}: no running link {link!r}")
+        return ends
+
+    def _hosts_on(self, link: str) -> list[tuple[Vm, Interface, str]]:
+        """The hosts with an address on ``link`` (a switch has none)."""
         ends = []
         for (name, host), address in self.plan.addresses.items():
             if name == link and host in self.vms:
                 nic = next(n for n in self.plan.interfaces[host] if n.link == link)
                 ends.append((self.vms[host], nic, address))
-        if len(ends) != 2:
-            raise SanlabError(f"lab {self.name}: no running link {link!r}")
         return ends
 
     def check_link(self, link: str) -> LinkHealth:

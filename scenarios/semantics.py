@@ -130,10 +130,7 @@ def _faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
         elif fault.link not in names:
             yield f"faults[{i}].link", f"{fault.link!r} is not a link (links: {_names(names)})"
         elif scenario.plan.link(fault.link).kind != "cable":
-            yield (
-                f"faults[{i}].link",
-                f"{fault.link!r} ends at a switch; faults are pulled on host-to-host cables only so far",
-            )
+            yield from _switch_port(i, fault, scenario)
         else:
             yield from _burst(i, fault, scenario.plan.link(fault.link).link)
         if real_machines(scenario):
@@ -168,6 +165,25 @@ def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[st
     for burst in ("loss", "delay"):
         if getattr(fault, burst) is not None:
             yield f"faults[{i}].{burst}", f"goes with action {burst}, not {fault.action}"
+
+
+def _switch_port(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[str, str]]:
+    """On a switch, a fault takes a target's port down (its link to the switch), and only that:
+    a burst needs netem at both ends of a cable."""
+    if fault.action != "down":
+        yield (
+            f"faults[{i}].action",
+            f"{fault.link!r} ends at a switch: it can be taken down (a switch port down), "
+            f"not given {fault.action} bursts, which go on host-to-host cables",
+        )
+        return
+    ports = sorted({t.link.name for t in scenario.plan.targets if t.link and t.link.kind != "cable"})
+    if fault.link not in ports:
+        where = _or(ports) if ports else "a target's link to its switch"
+        yield (
+            f"faults[{i}].link",
+            f"{fault.link!r} is no target's port on a switch; a switch port fault goes on {where}",
+        )
 
 
 def _burst(i: int, fault: Fault, link: Link) -> Iterator[tuple[str, str]]:

@@ -328,6 +328,21 @@ def clock(host: Host) -> float:
     return float(host.run("date +%s.%N", timeout=30).stdout.strip() or 0)
 
 
+def clock_offset(host: Host, reference: Host) -> float:
+    """How far ``host``'s clock is ahead of ``reference``'s: read between two readings of the
+    reference, against their midpoint, so the round trips cancel."""
+    before = clock(reference)
+    here = clock(host)
+    after = clock(reference)
+    return here - (before + after) / 2
+
+
+def shifted(window: Window, offset: float) -> Window:
+    """``window`` read on a clock ``offset`` seconds ahead of the one it was taken on."""
+    restored = window.restored + offset if window.restored is not None else None
+    return Window(window.down + offset, window.up + offset, restored)
+
+
 def restart(initiator: Host, target: Host, stop: str, start: str, length: float) -> Window:
     """Stop the target's service, wait ``length``, start it again; the window on the
     initiator's clock (the moments just before each command was sent)."""

@@ -44,7 +44,7 @@ from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.targets import faults
 from sanlab.targets.runner import Placement, Point, place, run_point
-from sanlab.targets.stacks import connect_only, export_only
+from sanlab.targets.stacks import Wiring, connect_only, export_only
 
 PHASES = ("export", "connect")  # connect needs export; undone in the reverse order
 READY_TIMEOUT_S = 600.0
@@ -328,15 +328,26 @@ def fio(lab: str, name: str, workload: Workload) -> ResultRecord:
     raw = labs_root() / lab / "fio"
     raw.mkdir(exist_ok=True)
     try:
-        return run_point(
-            point,
-            status["devices"][0],
-            where.placement.wiring,
-            raw,
-            where.placement.record_base(where.target),
-        )
+        wire = where.placement.wiring
+        record = run_point(point, status["devices"][0], wire, raw, where.placement.record_base(where.target))
+        if record.error:  # was it the link?  what 'sanlab run''s doctor would look at first
+            record = record.model_copy(update={"error": f"{record.error}\n  {link_finding(wire)}"})
+        return record
     finally:
         where.release()
+
+
+def link_finding(wire: Wiring) -> str:
+    """Does the path from the initiator to the target carry packets now (a ping, through a
+    switch if there is one)?  The RDMA/CM check that 'sanlab run''s doctor adds is not made
+    here: it needs the lab's own VM objects, which live in the process that brought it up."""
+    near = faults.LinkEnd(wire.initiator_host, wire.initiator_end.interface, wire.initiator_address)
+    far = faults.LinkEnd(wire.target_host, wire.target_end.interface, wire.target_address)
+    try:
+        faults.check_carries(near, far, wire.link)
+    except SanlabError as exc:
+        return str(exc)
+    return f"link {wire.link} answered afterwards: the failure was not the link's"
 
 
 def pull(lab: str, link: str, seconds: float) -> faults.Window:

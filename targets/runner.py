@@ -10,6 +10,7 @@ error and the run goes on.
 from __future__ import annotations
 
 import itertools
+import queue
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +31,7 @@ from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets import backstores, dm_multipath, faults, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
-from sanlab.targets.host import Host, kernel_tail
+from sanlab.targets.host import Host, StackError, kernel_tail
 from sanlab.targets.naming import nqn
 from sanlab.targets.stacks import Wiring, connect_only, export_only, exported, reset_script, service_scripts
 
@@ -172,7 +173,7 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
                     if job.verify and "read" in p.rw:
                         wire.initiator_host.run(job.fill_argv())
                     wire.initiator_host.run(job.argv())
-                    for fault in p.faults:  # while fio runs, at fault.at seconds from its start
+                    for fault in p.faults if share == 0 else ():  # one initiator's side applies them
                         for host, command in _fault_commands(p, wire, fault, device):
                             host.run(command)
 
@@ -419,10 +420,13 @@ class SharedTarget:
     def _point(self, p: Point, devices: list[str]) -> list[ResultRecord]:
         """Every initiator's fio at once; their records, then the aggregate."""
 
+        injects = _shared_faults(p, [pl.wiring for pl in self.group], devices)
+
         def one(share: int) -> ResultRecord:
             placed = self.group[share]
             base = placed.record_base(self.target)
-            return run_point(p, devices[share], placed.wiring, self.raw_dir, base, self.say, share)
+            say = self.say if share == 0 else lambda m: None  # the fault is told once, by who applies it
+            return run_point(p, devices[share], placed.wiring, self.raw_dir, base, say, share, injects[share])
 
         with ThreadPoolExecutor(len(self.group)) as pool:
             each = list(pool.map(one, range(len(self.group))))
@@ -573,6 +577,42 @@ class FioRun:
     failback_s: float | None = None
 
 
+def _shared_faults(p: Point, wires: list[Wiring], devices: list[str]) -> list[faults.Inject | None]:
+    """One injector per initiator of a shared target: the first applies each fault and
+    hands its window to the others, each of which reads it on its own clock."""
+    if not p.faults:
+        return [None] * len(wires)
+    followers = [queue.Queue[faults.Window]() for _ in wires[1:]]
+    applied = _injector(p, wires[0], devices[0])
+
+    def lead(fault: Fault) -> faults.Window:
+        try:
+            window = applied(fault)
+        except BaseException:
+            for q in followers:
+                q.put(faults.Window(0.0, 0.0))  # nothing happened: no one waits forever
+            raise
+        for q in followers:
+            q.put(window)
+        return window
+
+    def follow(q: queue.Queue[faults.Window], host: Host) -> faults.Inject:
+        offset = faults.clock_offset(host, wires[0].initiator_host)
+
+        def wait(fault: Fault) -> faults.Window:
+            try:
+                window = q.get(timeout=fault.length + faults.FAILBACK_WAIT_S + 300)
+            except queue.Empty:
+                raise StackError(
+                    f"{host.name}: the fault on {fault.link or fault.target} never ended"
+                ) from None
+            return faults.shifted(window, offset)
+
+        return wait
+
+    return [lead, *(follow(q, w.initiator_host) for q, w in zip(followers, wires[1:], strict=True))]
+
+
 def _link_ends(wire: Wiring, link: str) -> list[faults.LinkEnd]:
     """The cable a fault pulls, the initiator's end first (its clock times the run)."""
     target_end, initiator_end = wire.ends_of(link)
@@ -632,15 +672,16 @@ def _injector(p: Point, wire: Wiring, device: str) -> faults.Inject:
     return inject
 
 
-def _run_fio(p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say) -> FioRun:
+def _run_fio(
+    p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say, inject: faults.Inject | None = None
+) -> FioRun:
     """fio in the background, watched for a device that stops completing I/O, with the
-    point's faults (if any) on its timeline."""
+    point's faults (if any) on its timeline, applied by ``inject`` (default: this wiring's)."""
     if not p.faults:
         watched = faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
         return FioRun(watched.output, watched.exit_code, watched.stderr)
-    run = faults.run_faulted(
-        wire.initiator_host, job.argv(), p.faults, _injector(p, wire, job.device), say, timeout, job.device
-    )
+    inject = inject or _injector(p, wire, job.device)
+    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, inject, say, timeout, job.device)
     return FioRun(
         run.output,
         run.exit_code,
@@ -660,11 +701,13 @@ def run_point(
     base: dict[str, object],
     say: Say = lambda m: None,
     share: int | None = None,
+    inject: faults.Inject | None = None,
 ) -> ResultRecord:
     """One fio run of point ``p`` and its record.
 
     ``share`` numbers the initiator when several share the target: its
-    region of the LUN, and its name in the raw fio file's.
+    region of the LUN, and its name in the raw fio file's.  ``inject``
+    applies the point's faults (a shared target's initiators share one).
     """
     verify = p.workload.verify != "off"
     if verify_size(p) < p.bs:
@@ -679,7 +722,7 @@ def run_point(
             return _record(base, p, error=f"fio fill failed: {filled.stderr.strip()[-300:]}", verify="fail")
     before = _cpu_sample(initiator), _cpu_sample(target)
     timeout = VERIFIED_RUN_TIMEOUT if verify else p.workload.runtime + 600
-    result = _run_fio(p, job, wire, timeout, say)
+    result = _run_fio(p, job, wire, timeout, say, inject)
     after = _cpu_sample(initiator), _cpu_sample(target)
     stem = p.label.replace(" ", "_") + (f"_{initiator.name}" if share is not None else "")
     (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")

@@ -174,7 +174,10 @@ def test_aggregate_adds_up_and_passes_only_when_every_initiator_passed():
         (lambda d: d["links"][1].update(fabric="iwarp"), "every port of a segment carries one fabric"),
         (lambda d: d["targets"][0].update(stack="lio", transport="iscsi"), "only nvmet serves several"),
         (lambda d: d["workloads"][0].update(verify_size="20m"), "2 initiators x 1 job(s) of 20m"),
-        (lambda d: d.update(faults=[{"at": "1s", "link": "t-s1"}]), "'t-s1' ends at a switch"),
+        (
+            lambda d: d.update(faults=[{"at": "1s", "link": "t-s1", "action": "delay", "delay": "20ms"}]),
+            "'t-s1' ends at a switch: it can be taken down (a switch port down), not given delay bursts",
+        ),
         (
             lambda d: d.update(faults=[{"at": "1s", "target": "nvme-tcp", "action": "restart"}]),
             "faults on a shared target are not built yet",
