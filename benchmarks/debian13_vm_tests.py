@@ -1,8 +1,8 @@
 """Every VM test on the Debian 13 guest (Linux 6.12), run and timed.
 
 CI runs the VM tests on Debian 12, the default guest, and on Debian 13
-only the smoke scenario (SRP aside: tests/test_smoke_debian13.py), NVMe
-in-band authentication, TLS and the restart and reset faults.  This runs
+only NVMe in-band authentication and TLS (the Debian 13 smoke and restart
+faults are long tests: benchmarks/long_vm_tests.py).  This runs
 all of them with $SANLAB_GUEST=debian-13, which makes every lab boot the
 Debian 13 image whatever its scenario says, and prints pytest's verdicts
 and times for targets/README.md.

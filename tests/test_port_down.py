@@ -53,6 +53,7 @@ def test_a_window_is_read_on_another_clock_by_its_offset():
 
 
 @pytest.mark.vm
+@pytest.mark.long  # four VMs, about 100 s: benchmarks/long_vm_tests.py runs it, not CI's 25 minutes
 def test_both_initiators_ride_out_the_targets_port_going_down(guest_image, tmp_path):
     out = tmp_path / "port-down"
     run = subprocess.run(
