@@ -86,7 +86,8 @@ class FaultedRun:
         """The longest stall of I/O while the cable was out, when I/O completed again before it
         came back (over another path); None when nothing completed while it was out, or when
         the I/O that did complete then stopped until the cable came back (the in-flight
-        I/O of the moment it was pulled, not a failover).
+        I/O of the moment it was pulled, not a failover).  A job that finished while the
+        cable was out failed over: its quiet end is no stall.
 
         Measured from the last completion before the cable went, so it is
         the time multipath took to move the I/O to the path that was left.
@@ -100,7 +101,8 @@ class FaultedRun:
         before = [c for c in self.completions if c < window.down]
         stamps = [max(before, default=window.down), *during]
         longest = max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
-        if window.up - during[-1] > max(longest, self.TAIL_S):
+        resumed = any(c >= window.up for c in self.completions)  # fio still ran when the cable came back
+        if resumed and window.up - during[-1] > max(longest, self.TAIL_S):
             return None  # the I/O stopped again and waited for the cable
         return round(longest, 3)
 

@@ -77,6 +77,9 @@ def test_failover_is_the_longest_stall_while_the_path_was_out():
     # the I/O in flight when the cable went completed, then nothing until it came back
     in_flight = FaultedRun("{}", 0, "", [window], [99.0, 99.9, 100.01, 100.02, 112.3])
     assert in_flight.failover_s() is None
+    # a fast job that failed over and finished while the cable was still out
+    finished = FaultedRun("{}", 0, "", [window], [99.0, 99.9, 104.0, 104.1, 105.5])
+    assert finished.failover_s() == 4.1 and finished.recovery_s() is None
 
 
 @pytest.mark.parametrize(
