@@ -1,8 +1,8 @@
 """Every VM test on the Debian 13 guest (Linux 6.12), run and timed.
 
-CI runs the VM tests on Debian 12, the default guest, and on Debian 13
-only NVMe in-band authentication and TLS (the Debian 13 smoke and restart
-faults are long tests: benchmarks/long_vm_tests.py).  This runs
+CI runs the VM tests on Debian 12, the default guest; Debian 13's own
+tests (its smoke, restart faults, TLS and authentication) are long tests
+that benchmarks/long_vm_tests.py runs.  This runs
 all of them with $SANLAB_GUEST=debian-13, which makes every lab boot the
 Debian 13 image whatever its scenario says, and prints pytest's verdicts
 and times for targets/README.md.

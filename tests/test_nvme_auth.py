@@ -71,6 +71,7 @@ def test_authentication_mistakes_are_named_before_anything_boots(change, expecte
 
 
 @pytest.mark.vm
+@pytest.mark.long  # needs the Debian 13 image (a 100-165 s build in CI): benchmarks/long_vm_tests.py
 def test_the_right_secret_carries_verified_writes_and_a_wrong_one_is_refused(debian_13_image, tmp_path):
     data = copy.deepcopy(_data())
     wrong = dict(data["targets"][0], name="wrong-secret")

@@ -100,6 +100,7 @@ def test_a_stream_that_begins_with_a_tls_record_is_framed_as_records():
 
 
 @pytest.mark.vm
+@pytest.mark.long  # needs the Debian 13 image (a 100-165 s build in CI): benchmarks/long_vm_tests.py
 def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_capture_is_encrypted(
     debian_13_image, tmp_path
 ):
