@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,21 @@ def sanlab_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Com
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return subprocess.CompletedProcess(["sanlab", *args], result.exit_code, result.stdout, result.stderr)
+
+
+def run_scenario(data: dict, folder: Path, timeout: float) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Write scenario ``data`` into ``folder`` and run it as a user would (``sanlab run --json``,
+    a process of its own, booting its VMs); the finished process and the run's output folder."""
+    import yaml
+
+    spec = folder / "scenario.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    out = folder / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", str(spec), "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
+    return result, out

@@ -13,8 +13,6 @@ encrypted.
 from __future__ import annotations
 
 import copy
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,7 +25,7 @@ from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets import nvme_tls, runner
 from sanlab.targets.dryrun import DryRunHost
-from support import REPO, SCENARIOS, require_tool
+from support import SCENARIOS, require_tool, run_scenario
 
 TLS = SCENARIOS / "nvme-tls.yaml"
 
@@ -113,16 +111,7 @@ def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_capture_is_encryp
             tls={"psk": nvme_tls.new_psk(), "initiator_psk": nvme_tls.new_psk()},
         )
     )
-    spec = tmp_path / "tls.yaml"
-    spec.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "sanlab", "run", str(spec), "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
+    result, out = run_scenario(data, tmp_path, timeout=900)
     records = yaml.safe_load(result.stdout)["results"]
     good, wrong = records
     assert good["error"] is None and good["verify"] == "pass" and good["verified_bytes"] == 8 << 20, good

@@ -14,14 +14,12 @@ It takes 200-240 s: benchmarks/long_vm_tests.py runs it, not CI.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from sanlab.scenarios.registry import TRANSPORTS
-from support import REPO, SCENARIOS
+from support import SCENARIOS, run_scenario
 
 # Long: 200-240 s, which CI's 25 minutes cannot hold beside Debian 12's smoke;
 # benchmarks/long_vm_tests.py runs it.
@@ -34,16 +32,7 @@ def test_every_smoke_combination_but_srp_passes_verified_on_debian_13(debian_13_
     data = yaml.safe_load((SCENARIOS / "smoke.yaml").read_text())
     data["guest"] = "debian-13"
     data["targets"] = [t for t in data["targets"] if t["transport"] != LEFT_OUT]
-    spec = tmp_path / "smoke-debian-13.yaml"
-    spec.write_text(yaml.safe_dump(data))
-    out = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "sanlab", "run", str(spec), "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        cwd=REPO,
-    )
+    result, out = run_scenario(data, tmp_path, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
     records = json.loads(result.stdout)["results"]
     combos = sorted((r["transport"], r["target_stack"], r["rdma_driver"]) for r in records)
