@@ -226,15 +226,29 @@ def pull_carrier(cables: Cables, link: str, ends: Sequence[LinkEnd], length: flo
 FAILBACK_WAIT_S = 60.0
 
 
+# A path is back when it stays in use: dm-multipath reinstates a path whose
+# checker answers (every second here), and a session that is broken behind it
+# fails it again at the next I/O.  iSER over rxe did exactly that, for good,
+# while dmsetup showed both paths active for 20 ms.  Three checker rounds
+# running with every path in use is what counts.
+FAILBACK_STEADY_S = 3.0
+
+
 def all_paths_back(host: Host, script: str, paths: int) -> float | None:
     """Wait until ``script`` (run on the initiator; it prints how many paths are in use)
-    says ``paths``: that moment on the initiator's clock, or None when it did not within
-    ``FAILBACK_WAIT_S``."""
+    says ``paths`` and keeps saying it for ``FAILBACK_STEADY_S``: the start of that
+    stretch on the initiator's clock, or None when none came within ``FAILBACK_WAIT_S``."""
     deadline = time.monotonic() + FAILBACK_WAIT_S
+    since: float | None = None  # the initiator's clock when the present run of full counts began
     while time.monotonic() < deadline:
         out = host.run(f"{script}; date +%s.%N", timeout=30).stdout.split()
-        if len(out) == 2 and out[0].isdigit() and int(out[0]) >= paths:
-            return float(out[1])
+        full = len(out) == 2 and out[0].isdigit() and int(out[0]) >= paths
+        if not full:
+            since = None
+        elif since is None:
+            since = float(out[1])
+        elif float(out[1]) - since >= FAILBACK_STEADY_S:
+            return since
         time.sleep(0.25)
     return None
 
