@@ -254,16 +254,21 @@ def _iscsi_login(
     steps: ExitStack, target: Target, wiring: Wiring, made: Exported, say: Say, discover: bool = True
 ) -> list[str]:
     """Log in through the export's portal; through each, under dm-multipath, if it has several."""
-    i, iser = wiring.initiator_host, TRANSPORTS[target.transport].rdma
-    iscsi_initiator.prepare(i, initiator_iqn(i.name))
-    digests = (target.header_digest, target.data_digest)
+    i = wiring.initiator_host
+    session = iscsi_initiator.Session(
+        made["iqn"],
+        initiator_iqn(i.name),
+        TRANSPORTS[target.transport].rdma,
+        target.header_digest,
+        target.data_digest,
+        _chap(target),
+        discover,
+    )
+    iscsi_initiator.prepare(i, session.initiator_iqn)
     portals = made.get("portals", made["portal"]).split()
     if len(portals) == 1:
-        login = iscsi_initiator.logged_in(i, made["iqn"], portals[0], iser, *digests, _chap(target), discover)
-        return steps.enter_context(login)
-    every = iscsi_initiator.logged_in_everywhere(
-        i, made["iqn"], portals, iser, *digests, _chap(target), target.luns, discover
-    )
+        return steps.enter_context(iscsi_initiator.logged_in(i, session, portals[0]))
+    every = iscsi_initiator.logged_in_everywhere(i, session, portals, target.luns)
     return steps.enter_context(dm_multipath.joined(i, steps.enter_context(every), say))
 
 

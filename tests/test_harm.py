@@ -203,3 +203,41 @@ def test_a_stale_keeper_file_never_gets_a_stranger_killed(tmp_path, stranger, st
     result = sanlab("lab", "down", "mylab", env=env)
     assert result.returncode == 0, result.stderr
     assert stranger.poll() is None
+
+
+# --- a real host's own iSCSI initiator name ----------------------------------------
+
+
+def test_the_initiator_name_file_of_a_host_is_never_replaced(tmp_path):
+    """On a real machine /etc/iscsi/initiatorname.iscsi is the owner's identity (its
+    target's ACLs may name it); sanlab's name travels in its own iface record instead."""
+    from sanlab.targets.iscsi_initiator import name_file_script
+
+    owned = tmp_path / "initiatorname.iscsi"
+    owned.write_text("InitiatorName=iqn.1993-08.org.debian:01:owner\n")
+    subprocess.run(["bash", "-c", name_file_script("iqn.2026-11.org.sanlab:x", str(owned))], check=True)
+    assert owned.read_text() == "InitiatorName=iqn.1993-08.org.debian:01:owner\n"
+
+    fresh = tmp_path / "fresh guest" / "initiatorname.iscsi"
+    fresh.parent.mkdir()
+    hostile = "iqn.x:$(touch pwned);`touch pwned`"
+    subprocess.run(["bash", "-c", name_file_script(hostile, str(fresh))], check=True, cwd=tmp_path)
+    assert fresh.read_text() == f"InitiatorName={hostile}\n"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_logout_removes_only_the_iface_record_sanlab_made_for_that_target():
+    from sanlab.targets.dryrun import DryRunHost
+    from sanlab.targets.iscsi_initiator import Session, iface_name, logged_in
+
+    host = DryRunHost("initiator")
+    session = Session("iqn.2026-11.org.sanlab:lio", "iqn.2026-11.org.sanlab:initiator", iser=True)
+    with logged_in(host, session, "192.0.2.1:3260"):  # type: ignore[arg-type]
+        pass
+    sent = "\n".join(host.commands)
+    assert "initiatorname.iscsi" not in sent
+    assert f"-I {iface_name(session.iqn)} -o update -n iface.initiatorname" in sent
+    assert "-I default" not in sent and "-I iser " not in sent
+    deleted = [line for line in sent.splitlines() if "-m iface" in line and "-o delete" in line]
+    assert deleted and all(iface_name(session.iqn) in line for line in deleted)
+    assert iface_name(session.iqn) != iface_name("iqn.2026-11.org.sanlab:tgt")
