@@ -38,13 +38,21 @@ from sanlab.targets.host import Host, StackError, sh
 CONF = "/etc/multipath.conf"
 MARK = "# written by sanlab"
 # polling_interval 1: a path that answers again is reinstated within seconds
-# (failback is timed too).
+# (failback is timed too).  path_grouping_policy multibus, in overrides so
+# that no built-in device entry wins: every path carries I/O, so a pulled path
+# always holds some, whichever target serves it.  Left to the defaults, LIO
+# (whose built-in entry groups its ALUA-optimised paths together) used both
+# while tgt (no entry: one path at a time) might use only path B, and pulling
+# A then timed a failover that never happened (0.01 s).
 CONFIG = f"""{MARK}: SCSI multipath for sanlab's own targets only
 defaults {{
     find_multipaths strict
     user_friendly_names no
     uid_attribute ""
     polling_interval 1
+}}
+overrides {{
+    path_grouping_policy multibus
 }}
 """
 MODULES = ("dm_multipath", "dm_service_time", "dm_round_robin", "scsi_dh_alua")

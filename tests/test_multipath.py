@@ -3,11 +3,11 @@
 ``scenarios/multipath.yaml`` exports one nvmet subsystem on two cables, A
 and B, and connects over both; the kernel's native multipath joins the
 two controllers under one block device.  ``scenarios/multipath-scsi.yaml``
-does the same for iSCSI, served by LIO and by tgt: a session per path,
-joined by dm-multipath.  Path A goes down for 20 s in the middle of 16 MiB of
-verified 4k writes.  No block may fail verification, and the record must
-show the I/O moved to path B while A was down (``failover_s``, the longest
-stall of completions meanwhile).
+does the same for iSCSI, served by LIO and by tgt, and for iSER over siw,
+served by tgt: a session per path, joined by dm-multipath.  Path A goes
+down for 20 s in the middle of 16 MiB of verified 4k writes.  No block may
+fail verification, and the record must show the I/O moved to path B while
+A was down (``failover_s``, the longest stall of completions meanwhile).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import yaml
 from sanlab.emulator.lab import plan, running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.targets import dm_multipath, runner
+from sanlab.targets import dm_multipath, faults, runner
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.faults import FaultedRun, Window
 from support import SCENARIOS, reruns
@@ -54,18 +54,19 @@ def test_a_scsi_multipath_target_has_a_portal_and_a_session_per_path_joined_by_d
     runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
     initiator = hosts["initiator"].commands
     logins = [c for c in initiator if "--login" in c]
-    assert len(logins) == 4  # two targets, two portals each
+    assert len(logins) == 6  # three targets, two portals each
     assert all("replacement_timeout -v 5" in c for c in logins)  # a dead session gives its I/O back
-    assert sum("-p 169.254.11.2:3260" in c for c in logins) == 1  # LIO's second portal
+    assert sum("-p 169.254.11.2:3260" in c for c in logins) == 2  # LIO's second portal, and tgt's iSER
     assert sum("-p 169.254.11.2:3261" in c for c in logins) == 1  # tgt's (its TCP portals use 3261)
+    assert sum("iface.transport_name -v iser" in c for c in logins) == 2  # the iSER target's two paths
     joined = "\n".join(initiator)
-    assert joined.count("multipathd add path") == 2 and joined.count("multipathd del map") == 2
+    assert joined.count("multipathd add path") == 3 and joined.count("multipathd del map") == 3
     assert joined.index("multipathd del map") < joined.index("--logout")  # the map goes before its paths
     target = "\n".join(hosts["target"].commands)
     portals = [line for line in target.splitlines() if line.startswith("mkdir") and "/np/" in line]
     assert [p.rsplit("/", 1)[1] for p in portals] == ["169.254.10.2:3260", "169.254.11.2:3260"]
     assert "--iscsi portal=169.254.10.2:3261,portal=169.254.11.2:3261" in target  # one tgtd, two portals
-    assert target.count("--op bind --mode target --tid 1 -I 169.254.1") == 2  # an address ACL per path
+    assert target.count("--op bind --mode target --tid 1 -I 169.254.1") == 4  # an address ACL per path
 
 
 def test_failover_is_the_longest_stall_while_the_path_was_out():
@@ -121,7 +122,7 @@ def test_multipath_mistakes_are_named(change, expected):
 @pytest.mark.vm
 @pytest.mark.parametrize(
     ("path", "transports"),
-    [(MULTIPATH, ["nvme-tcp", "nvme-rdma"]), (SCSI, ["iscsi", "iscsi"])],
+    [(MULTIPATH, ["nvme-tcp", "nvme-rdma"]), (SCSI, ["iscsi", "iscsi", "iser"])],
     ids=["nvme", "scsi"],
 )
 def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, path, transports):
@@ -144,7 +145,7 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, path
         # every path in use again within the minute the run waits for it after the cable's return
         assert record.failback_s is not None and 0 <= record.failback_s < 60, record
         assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
-    assert sum("link a down for 20s" in m for m in heard) == 2 + reruns(records)
+    assert sum("link a down for 20s" in m for m in heard) == len(transports) + reruns(records)
 
 
 def test_the_throughput_dip_compares_the_outage_with_the_rate_before_it():
@@ -172,3 +173,29 @@ def test_active_paths_are_read_from_the_device_mappers_status(status, active):
     assert subprocess.run(
         ["sh", "-c", fed], capture_output=True, text=True, check=True
     ).stdout.strip() == str(active)
+
+
+class _Counts:
+    """An initiator whose multipath status script prints the given counts, one a call, on a
+    clock that moves a second a call."""
+
+    name = "initiator"
+
+    def __init__(self, counts: list[int]):
+        self.counts = counts
+        self.calls = 0
+
+    def run(self, script, timeout=None):
+        count = self.counts[min(self.calls, len(self.counts) - 1)]
+        self.calls += 1
+        return subprocess.CompletedProcess(script, 0, f"{count}\n{100 + self.calls}.0\n", "")
+
+
+def test_a_path_is_back_only_when_it_stays_in_use(monkeypatch):
+    monkeypatch.setattr(faults.time, "sleep", lambda s: None)
+    # reinstated for one check and failed again (iSER over rxe), then back for good from call 5
+    flicker = _Counts([1, 2, 1, 1, 2, 2, 2, 2, 2])
+    assert faults.all_paths_back(flicker, "status", 2) == 105.0  # type: ignore[arg-type]
+    monkeypatch.setattr(faults, "FAILBACK_WAIT_S", 0.5)
+    never = _Counts([1, 2, 1, 2, 1])
+    assert faults.all_paths_back(never, "status", 2) is None  # type: ignore[arg-type]
