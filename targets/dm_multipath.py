@@ -124,14 +124,38 @@ def _join(host: Host, wwid: str, disks: list[str]) -> str:
     return device
 
 
-def active_paths_script(device: str) -> str:
-    """Print how many paths of the map behind ``device`` (``/dev/mapper/WWID``) the device
-    mapper has active.  ``dmsetup status`` gives each path as its major:minor followed by A
-    (active) or F (failed); a path group's own state is an A too, so only the letter after
-    a major:minor counts."""
+def active_paths_listing(device: str) -> str:
+    """Print the major:minor of each path of the map behind ``device`` (``/dev/mapper/WWID``)
+    that the device mapper has active.  ``dmsetup status`` gives each path as its
+    major:minor followed by A (active) or F (failed); a path group's own state is an A
+    too, so only the letter after a major:minor counts."""
     name = shlex.quote(device.removeprefix("/dev/mapper/"))
-    count = '{for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+:[0-9]+$/ && $(i + 1) == "A") n++} END {print n + 0}'
-    return f"dmsetup status {name} | awk {shlex.quote(count)}"
+    active = '{for (i = 1; i < NF; i++) if ($i ~ /^[0-9]+:[0-9]+$/ && $(i + 1) == "A") print $i}'
+    return f"dmsetup status {name} | awk {shlex.quote(active)}"
+
+
+# A path the device mapper calls active may still hold I/O that never
+# completes: iSER over rxe after the cable's return stayed logged in with its
+# commands hung, and multipathd failed the path only 12 s later.  So a path is
+# in use only when it also answers a one-block direct read within
+# PATH_READ_S; a read that hangs is left to finish or fail on its own.
+PATH_READ_S = 2
+
+
+def active_paths_script(device: str) -> str:
+    """Print how many paths of the map behind ``device`` are active and answer a read."""
+    read = (
+        'dev=$(basename "$(readlink -f /sys/dev/block/$mm)"); '
+        '( dd if="/dev/$dev" of=/dev/null bs=4096 count=1 iflag=direct 2>/dev/null && : > "$d/$mm" ) '
+        ">/dev/null 2>&1 &"
+    )
+    wait = (
+        f'for i in $(seq {PATH_READ_S * 10}); do [ "$(ls "$d" | wc -l)" -ge "$n" ] && break; sleep 0.1; done'
+    )
+    return (
+        f"d=$(mktemp -d); n=0; for mm in $({active_paths_listing(device)}); do n=$((n + 1)); {read} done; "
+        f'{wait}; ls "$d" | wc -l; rm -rf "$d"'
+    )
 
 
 def _rehearsal(host: Host) -> bool:

@@ -161,18 +161,31 @@ def test_the_throughput_dip_compares_the_outage_with_the_rate_before_it():
 @pytest.mark.parametrize(
     ("status", "active"),
     [
-        ("0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 A 0 0 1 8:16 A 0 0 1", 2),
-        ("0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 F 1 0 1 8:16 A 0 0 1", 1),  # the group's A is not a path
-        ("0 65536 multipath 2 0 0 0 2 1 A 0 1 0 8:0 F 2 0 1 E 0 1 0 8:16 F 1 0 1", 0),
+        ("0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 A 0 0 1 8:16 A 0 0 1", ["8:0", "8:16"]),
+        (
+            "0 65536 multipath 2 0 0 0 1 1 A 0 2 0 8:0 F 1 0 1 8:16 A 0 0 1",
+            ["8:16"],
+        ),  # the group's A is no path
+        ("0 65536 multipath 2 0 0 0 2 1 A 0 1 0 8:0 F 2 0 1 E 0 1 0 8:16 F 1 0 1", []),
     ],
 )
 def test_active_paths_are_read_from_the_device_mappers_status(status, active):
-    script = dm_multipath.active_paths_script("/dev/mapper/3600140")
+    script = dm_multipath.active_paths_listing("/dev/mapper/3600140")
     assert script.startswith("dmsetup status 3600140 |")
     fed = script.replace("dmsetup status 3600140", f"echo {status}")
-    assert subprocess.run(
-        ["sh", "-c", fed], capture_output=True, text=True, check=True
-    ).stdout.strip() == str(active)
+    listed = subprocess.run(["sh", "-c", fed], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == active
+
+
+@pytest.mark.subprocess
+def test_an_active_path_that_answers_no_read_is_not_in_use():
+    """dmsetup calls both paths active, but neither device exists here: no read answers."""
+    script = dm_multipath.active_paths_script("/dev/mapper/3600140")
+    fed = script.replace(
+        "dmsetup status 3600140", "echo 0 65536 multipath 2 0 0 0 1 1 A 0 2 0 250:250 A 0 0 1 250:251 A 0 0 1"
+    )
+    done = subprocess.run(["bash", "-c", fed], capture_output=True, text=True, check=True, timeout=30)
+    assert done.stdout.strip() == "0"
 
 
 class _Counts:
