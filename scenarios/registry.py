@@ -50,7 +50,9 @@ class Stack:
     emulated: bool  # the guest image ships it (the others are projected only)
     configfs: bool  # configured through configfs (LIO, nvmet): sanlab checks the mount
     tools: tuple[str, ...] = ()  # what the target host must have besides the kernel
-    shared: bool = False  # serves several initiators at once, each its own (only nvmet so far)
+    # The transports over which it serves several initiators at once, each
+    # admitted by a name of its own (an IQN's ACL, or any host NQN).
+    shared: tuple[str, ...] = ()
     multipath: bool = False  # exports on several addresses at once, the paths of a multipath device
 
 
@@ -115,9 +117,19 @@ FABRICS: dict[str, Fabric] = {
 STACKS: dict[str, Stack] = {
     s.name: s
     for s in (
-        Stack("lio", "LIO", emulated=True, configfs=True, multipath=True),
-        Stack("tgt", "tgt", emulated=True, configfs=False, tools=("tgtadm",), multipath=True),
-        Stack("nvmet", "nvmet", emulated=True, configfs=True, shared=True, multipath=True),
+        Stack("lio", "LIO", emulated=True, configfs=True, shared=("iscsi", "iser"), multipath=True),
+        Stack(
+            "tgt",
+            "tgt",
+            emulated=True,
+            configfs=False,
+            tools=("tgtadm",),
+            shared=("iscsi", "iser"),
+            multipath=True,
+        ),
+        Stack(
+            "nvmet", "nvmet", emulated=True, configfs=True, shared=("nvme-tcp", "nvme-rdma"), multipath=True
+        ),
         Stack("scst", "SCST", emulated=False, configfs=False),
         Stack("spdk", "SPDK", emulated=False, configfs=False),
     )

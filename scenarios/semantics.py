@@ -635,12 +635,13 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"{len(initiators)} initiators share this target, and a fault acts on it; faults on a "
                 "shared target are not built yet (each initiator's run would apply it again)",
             )
-        if len(initiators) > 1 and not STACKS[target.stack].shared:
+        if len(initiators) > 1 and target.transport not in STACKS[target.stack].shared:
+            sharing = "; ".join(f"{s.name}: {', '.join(s.shared)}" for s in STACKS.values() if s.shared)
             yield (
                 f"targets[{i}].stack",
-                f"{len(initiators)} initiators share this target; so far only "
-                f"{' and '.join(names(STACKS, shared=True))} serves several initiators at once "
-                "(iSCSI initiators here share one IQN)",
+                f"{len(initiators)} initiators share this target; {target.stack} serves several "
+                f"initiators over {', '.join(STACKS[target.stack].shared) or 'nothing'} so far "
+                f"(sharing is built for {sharing})",
             )
         for j, workload in enumerate(scenario.workloads):
             applies = not workload.transports or target.transport in workload.transports

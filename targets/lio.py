@@ -123,7 +123,7 @@ def remove(host: Host, made: Export) -> None:
 def start_iscsi(
     host: Host,
     iqn: str,
-    initiator_iqn: str,
+    initiator_iqns: list[str],
     addresses: list[str],
     iser: bool,
     backings: list[Backing | None],
@@ -132,13 +132,15 @@ def start_iscsi(
     data_digest: bool,
     chap: Chap | None,
 ) -> None:
-    """One portal per address (several: the paths of a multipath device)."""
+    """One portal per address (several: the paths of a multipath device), and an ACL per
+    initiator IQN (several: initiators sharing the target, each its own session)."""
     tpg = f"{CFS}/iscsi/{iqn}/tpgt_1"
     lines = ["modprobe target_core_mod", "modprobe iscsi_target_mod"]
     if iser:
         lines.append("modprobe ib_isert")
     lines += [f"mkdir -p {tpg}"] + _luns(tpg, iqn.rsplit(":", 1)[1], backings, size)
-    lines += _acl(tpg, initiator_iqn, len(backings))
+    for initiator in initiator_iqns:
+        lines += _acl(tpg, initiator, len(backings))
     for address in addresses:
         portal = f"{tpg}/np/{address}:{ISCSI_PORT}"
         lines += [f"mkdir {portal}"] + ([f"echo 1 > {portal}/iser"] if iser else [])
@@ -149,12 +151,13 @@ def start_iscsi(
     ]
     if chap:
         # printf, not echo: LIO keeps a trailing newline as part of the secret.
-        auth = f"{tpg}/acls/{initiator_iqn}/auth"
-        lines += [
-            f"printf %s {shlex.quote(chap.username)} > {auth}/userid",
-            f"printf %s {shlex.quote(chap.password)} > {auth}/password",
-            f"echo 1 > {tpg}/attrib/authentication",
-        ]
+        for initiator in initiator_iqns:
+            auth = f"{tpg}/acls/{initiator}/auth"
+            lines += [
+                f"printf %s {shlex.quote(chap.username)} > {auth}/userid",
+                f"printf %s {shlex.quote(chap.password)} > {auth}/password",
+            ]
+        lines.append(f"echo 1 > {tpg}/attrib/authentication")
     else:
         lines.append(f"echo 0 > {tpg}/attrib/authentication")
     lines.append(f"echo 1 > {tpg}/enable")
@@ -217,7 +220,7 @@ def srp_port(host: Host, rdma_device: str) -> str:
 def iscsi_exported(
     host: Host,
     iqn: str,
-    initiator_iqn: str,
+    initiator_iqns: list[str],
     addresses: list[str],
     iser: bool,
     backings: list[Backing | None],
@@ -231,7 +234,7 @@ def iscsi_exported(
     made = claim(host, root, f"{root}/tpgt_1", iqn.rsplit(":", 1)[1], backings)
     try:
         digests = (header_digest, data_digest)
-        start_iscsi(host, iqn, initiator_iqn, addresses, iser, backings, size, *digests, chap)
+        start_iscsi(host, iqn, initiator_iqns, addresses, iser, backings, size, *digests, chap)
         yield made
     finally:
         remove(host, made)

@@ -165,7 +165,7 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
     for planned in scenario.plan.targets:
         target, name = planned.target, planned.name
         wires = [placed.wiring for placed in placements(scenario, target, hosts, ends)]
-        with export_only(target, name, wires[0]) as made, ExitStack() as connections:
+        with export_only(target, name, admitting_all(wires)) as made, ExitStack() as connections:
             devices = [connections.enter_context(connect_only(target, name, w, made))[0] for w in wires]
             for p in points(scenario, planned):
                 for share, (wire, device) in enumerate(zip(wires, devices, strict=True)):
@@ -176,6 +176,13 @@ def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> 
                     for fault in p.faults if share == 0 else ():  # one initiator's side applies them
                         for host, command in _fault_commands(p, wire, fault, device):
                             host.run(command)
+
+
+def admitting_all(wires: list[Wiring]) -> Wiring:
+    """The first initiator's wiring, told of the others: what a shared target is exported with,
+    so that its ACLs admit every initiator (each by its own IQN and address)."""
+    sharers = tuple((w.initiator_host.name, w.initiator_address) for w in wires[1:])
+    return replace(wires[0], sharers=sharers)
 
 
 def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
@@ -393,7 +400,10 @@ class SharedTarget:
                 f"{self.name}: exporting {self.target.stack} {self.target.transport} on "
                 f"{wires[0].target_address} for {len(wires)} initiators ({who})"
             )
-            with export_only(self.target, self.name, wires[0], say) as made, ExitStack() as connections:
+            with (
+                export_only(self.target, self.name, admitting_all(wires), say) as made,
+                ExitStack() as connections,
+            ):
                 devices = [
                     connections.enter_context(connect_only(self.target, self.name, w, made, say))[0]
                     for w in wires

@@ -51,6 +51,15 @@ class Wiring:
     # Who can pull a cable as hardware would (the emulator); None: faults take
     # the interfaces down from inside the hosts instead.
     cables: Cables | None = None
+    # The other initiators of a shared target, (host name, address): the
+    # export admits them too.
+    sharers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def admitted(self) -> tuple[list[str], list[str]]:
+        """Every initiator the export admits: (host names, addresses), this wiring's first."""
+        names = [self.initiator_host.name, *(name for name, _ in self.sharers)]
+        return names, [*self.initiator_addresses, *(address for _, address in self.sharers)]
 
     @property
     def target_address(self) -> str:
@@ -235,8 +244,8 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             iser,
             wiring.target_addresses,
             backings,
-            wiring.initiator_addresses,
-            initiator_iqn(wiring.initiator_host.name),
+            wiring.admitted[1],
+            [initiator_iqn(host) for host in wiring.admitted[0]],
         )
     )
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)
@@ -292,7 +301,7 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
         lio.iscsi_exported(
             t,
             iqn(name),
-            initiator_iqn(wiring.initiator_host.name),
+            [initiator_iqn(host) for host in wiring.admitted[0]],
             wiring.target_addresses,
             TRANSPORTS[target.transport].rdma,
             storage,

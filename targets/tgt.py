@@ -54,9 +54,9 @@ def start_lines(addresses: list[str]) -> list[str]:
 
 
 def create_lines(
-    iqn: str, iser: bool, backings: list[Backing], initiator_addresses: list[str], initiator_iqn: str
+    iqn: str, iser: bool, backings: list[Backing], initiator_addresses: list[str], initiator_iqns: list[str]
 ) -> list[str]:
-    """The target, its LUNs, and who may log in (by address and by IQN)."""
+    """The target, its LUNs, and who may log in (by address and by IQN: every initiator's)."""
     tgtadm = f"tgtadm --lld {'iser' if iser else 'iscsi'}"
     lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
     for lun, backing in enumerate(backings, start=1):
@@ -64,7 +64,9 @@ def create_lines(
             f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {shlex.quote(backing.path)}"
         )
     lines += [f"{tgtadm} --op bind --mode target --tid {TID} -I {address}" for address in initiator_addresses]
-    lines.append(f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {initiator_iqn}")
+    lines += [
+        f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {name}" for name in initiator_iqns
+    ]
     return lines
 
 
@@ -105,12 +107,12 @@ def exported(
     addresses: list[str],
     backings: list[Backing],
     initiator_addresses: list[str],
-    initiator_iqn: str,
+    initiator_iqns: list[str],
 ) -> Iterator[None]:
     """sanlab's own tgtd serving ``iqn`` on ``addresses`` (one portal each, several for a
     multipath device) for the ``with`` block; stopped (only it) however it ends."""
     refuse_a_running_tgtd(host)
-    script = start_lines(addresses) + create_lines(iqn, iser, backings, initiator_addresses, initiator_iqn)
+    script = start_lines(addresses) + create_lines(iqn, iser, backings, initiator_addresses, initiator_iqns)
     note = f"umask 077; printf '%s\\n' {' '.join(shlex.quote(line) for line in script)} > {STARTER}"
     try:
         sh(host, f"{note}\n{start_script()}", f"tgt: exporting {iqn} over {'iser' if iser else 'iscsi'}")

@@ -3,7 +3,8 @@
 ``scenarios/incast.yaml`` puts two initiators and an nvmet target on one
 Mininet switch (a Linux bridge in the fabric VM).  For NVMe/TCP and
 NVMe/RDMA over rxe, both initiators write and verify their own 8 MiB of the
-same namespace at once; each is recorded, then the aggregate.  The
+same namespace at once; each is recorded, then the aggregate.  Then the
+same for a LIO iSCSI target, which admits each initiator by its own IQN.  The
 target's switch port is captured at the switch and must decode, with both
 initiators' traffic in it, and the background flow's: a Mininet host
 sending 20 Mb/s of UDP to the target through the same port.
@@ -48,9 +49,9 @@ def test_two_initiators_behind_one_switch_are_verified_and_the_port_decodes(gues
     assert "for 2 initiators (i1, i2)" in run.stderr
     records = json.loads((out / "results.json").read_text())["results"]
     assert [(r["transport"], r["initiator"]) for r in records] == [
-        (t, who) for t in ("nvme-tcp", "nvme-rdma") for who in ("i1", "i2", "i1+i2")
+        (t, who) for t in ("nvme-tcp", "nvme-rdma", "iscsi") for who in ("i1", "i2", "i1+i2")
     ]
-    for one_a, one_b, both in (records[0:3], records[3:6]):
+    for one_a, one_b, both in (records[0:3], records[3:6], records[6:9]):
         for record in (one_a, one_b):
             assert record["verify"] == "pass" and record["verified_bytes"] == 8 << 20, record
             assert record["io_errors"] == 0 and record["verify_errors"] == 0 and record["initiators"] is None
@@ -61,6 +62,7 @@ def test_two_initiators_behind_one_switch_are_verified_and_the_port_decodes(gues
     port = out / "t-s1.pcap"  # the target's switch port: both initiators' traffic crosses it
     assert {"169.254.100.1", "169.254.100.2", "169.254.100.3"} <= set(_tshark_sources(port, "nvme-tcp"))
     assert {"169.254.100.1", "169.254.100.2", "169.254.100.3"} <= set(_tshark_sources(port, "infiniband"))
+    assert {"169.254.100.1", "169.254.100.2", "169.254.100.3"} <= set(_tshark_sources(port, "iscsi"))
     # an initiator's own port carries only its own conversation with the target
     assert set(_tshark_sources(out / "i1-s1.pcap", "nvme-tcp")) == {"169.254.100.1", "169.254.100.3"}
     # the background flow (a Mininet host's iperf3) shares the target's port with the storage traffic

@@ -117,9 +117,10 @@ def test_a_run_connects_every_initiator_to_its_own_stretch_of_the_lun():
     runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
     for host, offset in (("i1", None), ("i2", "--offset=8388608")):
         fio = [c for c in hosts[host].commands if c.startswith("fio ")]
-        assert len(fio) == 2  # nvme-tcp and nvme-rdma
+        assert len(fio) == 3  # nvme-tcp, nvme-rdma and iscsi
         assert all((offset in c) if offset else ("--offset=" not in c) for c in fio)
         assert sum("nvme connect" in c for c in hosts[host].commands) == 2
+        assert sum("--login" in c for c in hosts[host].commands) == 1
 
 
 def test_fio_job_starts_at_its_offset():
@@ -172,7 +173,10 @@ def test_aggregate_adds_up_and_passes_only_when_every_initiator_passed():
         (lambda d: d["switches"].append({"name": "i1"}), "host and switch names are unique"),
         (lambda d: d["links"][1].update(mtu=9000), "links[1].mtu: 9000 differs from links[0]"),
         (lambda d: d["links"][1].update(fabric="iwarp"), "every port of a segment carries one fabric"),
-        (lambda d: d["targets"][0].update(stack="lio", transport="iscsi"), "only nvmet serves several"),
+        (
+            lambda d: d["targets"][0].update(stack="lio", transport="srp"),
+            "lio serves several initiators over iscsi, iser so far",
+        ),
         (lambda d: d["workloads"][0].update(verify_size="20m"), "2 initiators x 1 job(s) of 20m"),
         (
             lambda d: d.update(faults=[{"at": "1s", "link": "t-s1", "action": "delay", "delay": "20ms"}]),
@@ -294,3 +298,21 @@ def test_a_vm_socket_path_too_long_for_qemu_is_refused_before_any_boot():
     assert plan(scenario, "long", fits, None).specs
     with pytest.raises(SanlabError, match=r"initiator\.console\.sock is over 107 bytes"):
         plan(scenario, "long", Path("/" + "r" * 84), None)
+
+
+@pytest.mark.parametrize(("stack", "transport"), [("lio", "iscsi"), ("lio", "iser"), ("tgt", "iscsi")])
+def test_lio_and_tgt_admit_every_initiator_of_a_shared_target(stack, transport):
+    """Each initiator logs in with an IQN of its own; the export must have an ACL for each."""
+    data = incast_data()
+    shared = {"name": "shared", "host": "target", "stack": stack, "transport": transport, "size": "32m"}
+    data["targets"] = [dict(shared, backstore="file") if stack == "tgt" else shared]
+    scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
+    hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
+    runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    target = "\n".join(hosts["target"].commands)
+    for initiator in ("i1", "i2"):
+        name = f"iqn.2026-11.org.sanlab:initiator.{initiator}"
+        admitted = f"--initiator-name {name}" if stack == "tgt" else f"/acls/{name}/lun_0/map"
+        assert admitted in target
+        logins = [c for c in hosts[initiator].commands if "iface.initiatorname" in c]
+        assert logins and all(name in c for c in logins)
