@@ -629,11 +629,12 @@ def _incast(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
                 f"no initiator host reaches {target.host!r} through link {placed.link.name!r}'s "
                 "switch: cable an initiator to the same switches",
             )
-        elif len(initiators) > 1 and target.name and faults_of(scenario, target.name):
+        elif len(initiators) > 1 and any(f.action == "reset" for f in faults_of(scenario, target.name or "")):
             yield (
                 f"targets[{i}].name",
-                f"{len(initiators)} initiators share this target, and a fault acts on it; faults on a "
-                "shared target are not built yet (each initiator's run would apply it again)",
+                f"{len(initiators)} initiators share this target, and a reset acts on one initiator's "
+                "connections: reset a target with one initiator, or restart this one (every "
+                "initiator rides out a restart of the service)",
             )
         if len(initiators) > 1 and target.transport not in STACKS[target.stack].shared:
             sharing = "; ".join(f"{s.name}: {', '.join(s.shared)}" for s in STACKS.values() if s.shared)

@@ -88,3 +88,32 @@ def test_the_link_doctor_checks_a_switch_port_across_the_switch(tmp_path):
     ends = [(vm, nic.link, address) for vm, nic, address in lab._ends("t-s1")]
     assert ends == [("target", "t-s1", "169.254.100.3"), ("i1", "i1-s1", "169.254.100.1")]
     assert [vm for vm, _, _ in lab._ends("i2-s1")] == ["i2", "i1"]
+
+
+@pytest.mark.vm
+@pytest.mark.long  # four VMs, about 2 min: benchmarks/long_vm_tests.py runs it, not CI's 25 minutes
+def test_both_initiators_ride_out_a_restart_of_the_target_they_share(guest_image, tmp_path):
+    """A restart of a shared target's service, applied once a point: nvmet NVMe/TCP and LIO
+    iSCSI (each initiator with an ACL of its own) behind the switch; each initiator's record
+    carries its own recovery time, and no block is lost."""
+    from support import run_scenario
+
+    data = copy.deepcopy(_data())
+    data["targets"] = [
+        {"name": "nvme-tcp", "host": "target", "stack": "nvmet", "transport": "nvme-tcp", "size": "32m"},
+        {"name": "lio-iscsi", "host": "target", "stack": "lio", "transport": "iscsi", "size": "32m"},
+    ]
+    data["faults"] = [
+        {"at": "2s", "target": t["name"], "action": "restart", "for": "3s"} for t in data["targets"]
+    ]
+    run, out = run_scenario(data, tmp_path, timeout=1200)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.stderr.count("stops for 3s") == 2  # once a target, not once an initiator
+    records = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["transport"], r["initiator"]) for r in records] == [
+        (t, who) for t in ("nvme-tcp", "iscsi") for who in ("i1", "i2", "i1+i2")
+    ]
+    for record in records:
+        assert record["error"] is None and record["verify"] == "pass", record
+        assert record["io_errors"] == 0 and record["verify_errors"] == 0, record
+        assert record["recovery_s"] is not None and 0 <= record["recovery_s"] < 60, record

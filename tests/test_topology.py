@@ -183,8 +183,8 @@ def test_aggregate_adds_up_and_passes_only_when_every_initiator_passed():
             "'t-s1' ends at a switch: it can be taken down (a switch port down), not given delay bursts",
         ),
         (
-            lambda d: d.update(faults=[{"at": "1s", "target": "nvme-tcp", "action": "restart"}]),
-            "faults on a shared target are not built yet",
+            lambda d: d.update(faults=[{"at": "1s", "target": "nvme-tcp", "action": "reset"}]),
+            "a reset acts on one initiator's connections",
         ),
         (lambda d: d["hosts"].append({"name": "fabric", "role": "initiator"}), "clashes with the VM"),
         (lambda d: d["background"][0].update(switch="s7"), "background[0].switch: 's7' is not a switch"),
@@ -316,3 +316,13 @@ def test_lio_and_tgt_admit_every_initiator_of_a_shared_target(stack, transport):
         assert admitted in target
         logins = [c for c in hosts[initiator].commands if "iface.initiatorname" in c]
         assert logins and all(name in c for c in logins)
+
+
+def test_a_restart_of_a_shared_target_is_applied_once_and_every_initiator_rides_it_out():
+    data = incast_data()
+    data["faults"] = [{"at": "2s", "target": "nvme-tcp", "action": "restart", "for": "3s"}]
+    scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
+    hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
+    runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    stops = [c for c in hosts["target"].commands if c.startswith(": > /tmp/sanlab-restart-")]
+    assert len(stops) == 1  # one initiator's side applies it, for both
