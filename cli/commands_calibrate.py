@@ -177,6 +177,11 @@ def _print_checks(seed: int, which: str) -> None:
             + ("" if j.band.inside else "  outside its 95% interval")
             + (f"  OVER ITS TOLERANCE: {'; '.join(j.misses)}" if j.misses else "")
         )
+    for group in checks.scored(judged):
+        click.echo(
+            f"  {group.name}: throughput MAPE {100 * group.mape:.1f}% on {group.rows} rows, "
+            f"{group.inside} inside their 95% interval"
+        )
 
 
 def _print_refusals() -> None:

@@ -201,3 +201,19 @@ def test_a_posts_table_is_read_through_the_profiles_select(tmp_path):
         load_table(table, "intel-nvme-tcp-2020")
     with pytest.raises(SanlabError, match="calibration.select: speed unknown"):
         load_table(table, "intel-nvme-tcp-2020", select | {"speed": 1})
+
+
+def test_the_vendor_rows_are_scored_as_a_study_no_fit_sees(judged):
+    """Leave-one-study-out for the vendors' letters: no fit takes them, so the committed fit's
+    projection of them is that split; calibrate prints it beside each table's own."""
+    groups = {g.name: g for g in checks.scored(judged)}
+    vendors = next(g for name, g in groups.items() if name.startswith("vendor rows"))
+    theirs = [j for j in judged if j.table != checks.KERNEL_POSTS]
+    assert (
+        vendors.rows
+        == len(theirs)
+        == sum(g.rows for n, g in groups.items() if n in {j.table for j in theirs})
+    )
+    assert vendors.mape == pytest.approx(sum(abs(j.throughput_error) for j in theirs) / len(theirs))
+    assert vendors.inside == sum(j.band.inside for j in theirs)
+    assert checks.KERNEL_POSTS in groups  # the kernel posts' unfitted rows are scored on their own
