@@ -1,0 +1,115 @@
+"""Which SCSI-over-RDMA paths notice a pulled cable: the trials behind targets/README's
+"iSER multipath works over siw, not over rxe" and "SRP multipath is not built".
+
+Three scenarios, each a cable pulled for 20 s, 2 s into 16 MiB of verified 4 KiB
+random writes at QD 4, run as a user would (``sanlab run --json``):
+
+- ``iser-siw``: tgt iSER on two soft-iWARP links under dm-multipath: the dead
+  path's session fails and I/O moves to the other (a failover time);
+- ``iser-rxe``: LIO iSER on two Soft-RoCE links under dm-multipath: nothing
+  fails the dead path's session, so I/O waits for the cable (no failover);
+- ``srp-rxe``: LIO SRP on one Soft-RoCE link: whether ib_srp notices the
+  outage at all (it did not: the I/O stood still and went on after it).
+
+    python benchmarks/rdma_path_pulls.py [debian-12|debian-13]   # about 5 minutes under TCG
+
+Each record's failover, failback and recovery times are printed, with its
+verification.  The figures are emulation's: which mechanism fires, not how fast
+real hardware would.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+PULL = {"at": "2s", "link": "a", "action": "down", "for": "20s"}
+WRITES = {
+    "name": "pull",
+    "rw": "randwrite",
+    "bs": "4k",
+    "iodepth": 4,
+    "verify": "crc32c",
+    "verify_size": "16m",
+}
+HOSTS = [{"name": "initiator", "role": "initiator"}, {"name": "target", "role": "target"}]
+
+
+def _link(name: str, driver: str) -> dict[str, object]:
+    fabric = "iwarp" if driver == "siw" else "roce"
+    return {"name": name, "endpoints": ["initiator", "target"], "fabric": fabric, "rdma_driver": driver}
+
+
+def scenarios(guest: str) -> dict[str, dict[str, object]]:
+    """The three trials, by name."""
+
+    def one(description: str, links: list[dict[str, object]], target: dict[str, object]) -> dict[str, object]:
+        return {
+            "description": description,
+            "guest": guest,
+            "hosts": HOSTS,
+            "links": links,
+            "targets": [{"host": "target", "size": "32m", **target}],
+            "workloads": [WRITES],
+            "faults": [PULL],
+        }
+
+    two = {"paths": ["a", "b"]}
+    return {
+        "iser-siw": one(
+            "tgt iSER multipath over siw, path A pulled for 20 s",
+            [_link("a", "siw"), _link("b", "siw")],
+            {"name": "tgt", "stack": "tgt", "transport": "iser", "backstore": "file", **two},
+        ),
+        "iser-rxe": one(
+            "LIO iSER multipath over rxe, path A pulled for 20 s",
+            [_link("a", "rxe"), _link("b", "rxe")],
+            {"name": "lio", "stack": "lio", "transport": "iser", **two},
+        ),
+        "srp-rxe": one(
+            "LIO SRP over one rxe cable, pulled for 20 s",
+            [_link("a", "rxe")],
+            {"name": "lio", "stack": "lio", "transport": "srp"},
+        ),
+    }
+
+
+def run(name: str, data: dict[str, object], folder: Path) -> int:
+    """Run one trial; print its records; its exit code."""
+    spec = folder / f"{name}.yaml"
+    spec.write_text(yaml.safe_dump(data))
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "sanlab", "run", str(spec), "--out", str(folder / name), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    took = time.monotonic() - started
+    if done.returncode != 0 and not (folder / name / "results.json").exists():
+        print(f"{name}: exit {done.returncode} in {took:.0f} s: {done.stderr.strip()[-400:]}")
+        return done.returncode
+    for r in json.loads((folder / name / "results.json").read_text())["results"]:
+        print(
+            f"{name}: verify {r['verify']} ({r['verified_bytes'] >> 20} MiB), "
+            f"failover {r.get('failover_s')} s, failback {r.get('failback_s')} s, "
+            f"I/O back {r.get('recovery_s')} s after the cable, "
+            f"error {r.get('error')} ({took:.0f} s)"
+        )
+    return done.returncode
+
+
+def main(guest: str) -> int:
+    with tempfile.TemporaryDirectory(prefix="sanlab-pulls-") as tmp:
+        codes = [run(name, data, Path(tmp)) for name, data in scenarios(guest).items()]
+    return max(codes)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "debian-12"))
