@@ -52,6 +52,20 @@ def test_a_window_is_read_on_another_clock_by_its_offset():
     assert shifted(Window(100.0, 103.0), -1.0) == Window(99.0, 102.0, None)
 
 
+def _ridden_out(out, transports: tuple[str, ...]) -> list[dict]:
+    """A run's records, checked: each transport's two initiators and their aggregate, every one
+    verified with no error and a recovery time."""
+    records = json.loads((out / "results.json").read_text())["results"]
+    assert [(r["transport"], r["initiator"]) for r in records] == [
+        (t, who) for t in transports for who in ("i1", "i2", "i1+i2")
+    ]
+    for record in records:
+        assert record["error"] is None and record["verify"] == "pass", record
+        assert record["io_errors"] == 0 and record["verify_errors"] == 0, record
+        assert record["recovery_s"] is not None and 0 <= record["recovery_s"] < 60, record
+    return records
+
+
 @pytest.mark.vm
 @pytest.mark.long  # four VMs, about 100 s: benchmarks/long_vm_tests.py runs it, not CI's 25 minutes
 def test_both_initiators_ride_out_the_targets_port_going_down(guest_image, tmp_path):
@@ -65,14 +79,7 @@ def test_both_initiators_ride_out_the_targets_port_going_down(guest_image, tmp_p
     print(run.stderr[-3000:])
     assert run.returncode == 0, run.stdout + run.stderr[-2000:]
     assert run.stderr.count("link t-s1 down for 3s") == 2  # once a point, not once an initiator
-    records = json.loads((out / "results.json").read_text())["results"]
-    assert [(r["transport"], r["initiator"]) for r in records] == [
-        (t, who) for t in ("nvme-tcp", "nvme-rdma") for who in ("i1", "i2", "i1+i2")
-    ]
-    for record in records:
-        assert record["error"] is None and record["verify"] == "pass", record
-        assert record["io_errors"] == 0 and record["verify_errors"] == 0, record
-        assert record["recovery_s"] is not None and 0 <= record["recovery_s"] < 60, record
+    records = _ridden_out(out, ("nvme-tcp", "nvme-rdma"))
     for one in records[0:2] + records[3:5]:
         assert one["verified_bytes"] == 8 << 20, one
 
@@ -109,11 +116,4 @@ def test_both_initiators_ride_out_a_restart_of_the_target_they_share(guest_image
     run, out = run_scenario(data, tmp_path, timeout=1200)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert run.stderr.count("stops for 3s") == 2  # once a target, not once an initiator
-    records = json.loads((out / "results.json").read_text())["results"]
-    assert [(r["transport"], r["initiator"]) for r in records] == [
-        (t, who) for t in ("nvme-tcp", "iscsi") for who in ("i1", "i2", "i1+i2")
-    ]
-    for record in records:
-        assert record["error"] is None and record["verify"] == "pass", record
-        assert record["io_errors"] == 0 and record["verify_errors"] == 0, record
-        assert record["recovery_s"] is not None and 0 <= record["recovery_s"] < 60, record
+    _ridden_out(out, ("nvme-tcp", "iscsi"))
