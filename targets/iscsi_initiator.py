@@ -80,11 +80,11 @@ class Session:
 
 def login(host: Host, session: Session, portal: str, settings: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """Log in through ``portal`` (``settings``: further node-record settings, name and value)."""
-    iqn = session.iqn
-    node = f"iscsiadm -m node -T {iqn} -p {portal} -I {iface_name(iqn)}"
+    iqn, iface = session.iqn, iface_name(session.iqn)
+    node = f"iscsiadm -m node -T {iqn} -p {portal} -I {iface}"
     digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
     find = (
-        f"iscsiadm -m discovery -t sendtargets -p {portal} -I {iface_name(iqn)} >/dev/null"
+        f"iscsiadm -m discovery -t sendtargets -p {portal} -I {iface} >/dev/null"
         if session.discover
         else f"{node} -o new >/dev/null"
     )

@@ -56,10 +56,14 @@ class Wiring:
     sharers: tuple[tuple[str, str], ...] = ()
 
     @property
-    def admitted(self) -> tuple[list[str], list[str]]:
-        """Every initiator the export admits: (host names, addresses), this wiring's first."""
-        names = [self.initiator_host.name, *(name for name, _ in self.sharers)]
-        return names, [*self.initiator_addresses, *(address for _, address in self.sharers)]
+    def admitted_iqns(self) -> list[str]:
+        """The IQN of every initiator the export admits, this wiring's first."""
+        return [initiator_iqn(name) for name in (self.initiator_host.name, *(n for n, _ in self.sharers))]
+
+    @property
+    def admitted_addresses(self) -> list[str]:
+        """The address of every initiator the export admits (each path's), this wiring's first."""
+        return [*self.initiator_addresses, *(address for _, address in self.sharers)]
 
     @property
     def target_address(self) -> str:
@@ -244,8 +248,8 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             iser,
             wiring.target_addresses,
             backings,
-            wiring.admitted[1],
-            [initiator_iqn(host) for host in wiring.admitted[0]],
+            wiring.admitted_addresses,
+            wiring.admitted_iqns,
         )
     )
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)
@@ -301,7 +305,7 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
         lio.iscsi_exported(
             t,
             iqn(name),
-            [initiator_iqn(host) for host in wiring.admitted[0]],
+            wiring.admitted_iqns,
             wiring.target_addresses,
             TRANSPORTS[target.transport].rdma,
             storage,
