@@ -93,6 +93,7 @@ def analyze(
             "with itself, or mirrored twice?) and were left out",
             err=True,
         )
+    _warn_of_rewrites(result)
     who = f"{'transport':<10} " if several else ""
     click.echo(
         f"{who}{'op':<6} {'bytes':>6} {'count':>6} {'frames':>7} {'wire B':>8} {'acks':>5} "
@@ -112,6 +113,21 @@ def analyze(
             "NVMe/TCP inside TLS: its streams are TLS records, so their PDUs (commands, data, "
             "responses) cannot be read here; the run's own records say what its I/O did"
         )
+
+
+def _warn_of_rewrites(result: Analysis) -> None:
+    if not result.rewrites:
+        return
+    click.echo(
+        f"warning: {len(result.rewrites)} TCP retransmission(s) carried other bytes than the segment "
+        "they repeat: the sender re-read a buffer already reused (a ghost write if the receiver "
+        "accepts them; see targets/README.md):",
+        err=True,
+    )
+    for rewrite in result.rewrites[:5]:
+        click.echo(f"  {rewrite.line()}", err=True)
+    if len(result.rewrites) > 5:
+        click.echo(f"  ... and {len(result.rewrites) - 5} more (--json lists them all)", err=True)
 
 
 def _writable_picture(path: Path, option: str) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from sanlab.dissectors.attribute import Io, Owner, attribute
 from sanlab.dissectors.frames import DECODE_AS, Frame, read_frames
 from sanlab.dissectors.framing import TLS_RECORD
+from sanlab.dissectors.rewrites import Rewrite, rewritten_retransmissions
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import ISCSI_TCP_PORTS, NVME_PORT
 from sanlab.scenarios.registry import TRANSPORTS, names
@@ -67,6 +68,8 @@ class Analysis:
     # frames left out as exact duplicates of earlier ones.
     transports: list[str] = field(default_factory=list)
     duplicates: int = 0
+    # TCP retransmissions that carried other bytes than the segment they repeat (rewrites.py)
+    rewrites: list[Rewrite] = field(default_factory=list)
 
     @property
     def encrypted(self) -> bool:
@@ -80,6 +83,7 @@ class Analysis:
             "transports": self.transports,
             "fabric": self.fabric,
             "duplicate_frames": self.duplicates,
+            "rewritten_retransmissions": [r.document() for r in self.rewrites],
             "max_in_flight": self.max_in_flight,
             "groups": [g.__dict__ for g in self.groups],
             "others": [t.__dict__ for t in self.others],
@@ -225,4 +229,5 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
         ios,
         transports,
         duplicates,
+        rewritten_retransmissions(pcap),
     )

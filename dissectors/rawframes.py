@@ -18,7 +18,7 @@ import dpkt
 ETHERNET, RAW_IP, RAW_IPV4, LINUX_SLL, LINUX_SLL2 = 1, 101, 228, 113, 276
 
 
-def _frames(pcap: Path) -> Iterator[tuple[int, int, bytes]]:
+def frames_of(pcap: Path) -> Iterator[tuple[int, int, bytes]]:
     """(frame number, link type, bytes) of every frame in the file."""
     with pcap.open("rb") as handle:
         try:
@@ -32,10 +32,10 @@ def _frames(pcap: Path) -> Iterator[tuple[int, int, bytes]]:
 
 def frame_bytes(pcap: Path, numbers: set[int]) -> dict[int, bytes]:
     """The whole captured bytes of the frames asked for."""
-    return {number: data for number, _, data in _frames(pcap) if number in numbers}
+    return {number: data for number, _, data in frames_of(pcap) if number in numbers}
 
 
-def _ip(link: int, data: bytes) -> dpkt.ip.IP | None:
+def ip_of(link: int, data: bytes) -> dpkt.ip.IP | None:
     packet: object
     if link == ETHERNET:
         packet = dpkt.ethernet.Ethernet(data).data
@@ -69,7 +69,7 @@ def _ethernet_tcp_payload(data: bytes) -> bytes | None:
 
 def each_tcp_payload(pcap: Path, numbers: set[int]) -> Iterator[tuple[int, bytes]]:
     """(frame number, TCP payload) of the frames asked for, in capture order, one at a time."""
-    for number, link, data in _frames(pcap):
+    for number, link, data in frames_of(pcap):
         if number not in numbers:
             continue
         if link == ETHERNET:
@@ -78,7 +78,7 @@ def each_tcp_payload(pcap: Path, numbers: set[int]) -> Iterator[tuple[int, bytes
                 yield number, payload
                 continue
         try:
-            ip = _ip(link, data)
+            ip = ip_of(link, data)
         except (dpkt.dpkt.UnpackError, dpkt.dpkt.NeedData):
             continue
         if ip is not None and isinstance(ip.data, dpkt.tcp.TCP):

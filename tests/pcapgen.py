@@ -40,10 +40,16 @@ class TcpStream:
         self.seq = {True: 1000, False: 5000}
 
     def send(self, payload: bytes, from_client: bool = True) -> bytes:
+        frame = self.segment(self.seq[from_client], payload, from_client)
+        self.seq[from_client] = (self.seq[from_client] + len(payload)) % (1 << 32)
+        return frame
+
+    def segment(self, seq: int, payload: bytes, from_client: bool = True) -> bytes:
+        """A segment at a given sequence number (a retransmission, say), acknowledging all the
+        other side has sent."""
         sport, dport = self.ports if from_client else self.ports[::-1]
         ack = self.seq[not from_client]
-        tcp = struct.pack("!HHIIBBHHH", sport, dport, self.seq[from_client], ack, 5 << 4, 0x18, 65535, 0, 0)
-        self.seq[from_client] += len(payload)
+        tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, 0x18, 65535, 0, 0)
         src, dst = (IP_A, IP_B) if from_client else (IP_B, IP_A)
         macs = (MAC_B + MAC_A) if from_client else (MAC_A + MAC_B)
         return macs + b"\x08\x00" + _ipv4(6, tcp + payload, src, dst)

@@ -1,0 +1,89 @@
+"""Retransmissions that carry other bytes than the segment they repeat (ghost writes in the making).
+
+``tests/data/ghost-write-siw.pcap`` is 36 frames of a real capture: path A
+of ``multipath-scsi.yaml``'s tgt iSER target over siw, cut 2026-11-26 as the
+cable was pulled in the middle of an RDMA Read Response.  When the cable
+came back 21 s later the initiator's old socket retransmitted the first
+1,448 bytes at the same sequence numbers, but by then dm-multipath had
+completed the write over path B and fio had filled the buffer with another
+block (its verify header names another offset).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from pcapgen import TcpStream, write_pcap
+
+from sanlab.dissectors.rewrites import rewritten_retransmissions
+from sanlab.main import cli
+from support import REPO
+
+GHOST = REPO / "tests" / "data" / "ghost-write-siw.pcap"
+GOLDEN = sorted((REPO / "tests" / "golden").glob("*.pcap"))
+
+
+def test_the_captured_retransmission_of_a_reused_buffer_is_found():
+    [found] = rewritten_retransmissions(GHOST)
+    assert (found.first_frame, found.again_frame) == (30, 32)
+    assert (found.src, found.sport, found.dst, found.dport) == ("169.254.10.1", 47187, "169.254.10.2", 3260)
+    assert (found.length, found.differing) == (1448, 1404)  # the DDP/RDMAP header is all that matches
+
+
+@pytest.mark.parametrize("capture", GOLDEN, ids=[p.stem for p in GOLDEN])
+def test_no_golden_capture_has_one(capture):
+    assert rewritten_retransmissions(capture) == []
+
+
+def test_a_faithful_retransmission_is_no_rewrite_and_a_changed_one_is(tmp_path):
+    stream = TcpStream(40000, 3260)
+    first = stream.send(b"A" * 100)
+    same = stream.segment(1000, b"A" * 100)
+    changed = stream.segment(1000, b"A" * 60 + b"B" * 40)
+    [found] = rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", [first, same, changed]))
+    assert (found.first_frame, found.again_frame, found.differing, found.length) == (1, 3, 40, 100)
+
+
+def test_a_retransmission_of_acknowledged_bytes_compares_nothing(tmp_path):
+    """The receiver has the bytes and drops a copy, whatever it holds; and the analyser forgets
+    acknowledged bytes, so its memory is bounded by what is in flight."""
+    stream = TcpStream(40000, 3260)
+    first = stream.send(b"A" * 100)
+    answer = stream.send(b"r", from_client=False)  # acknowledges the client's 100 bytes
+    late = stream.segment(1000, b"B" * 100)
+    assert rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", [first, answer, late])) == []
+
+
+def test_a_resegmented_retransmission_is_compared_byte_by_byte(tmp_path):
+    stream = TcpStream(40000, 3260)
+    frames = [stream.send(b"A" * 50), stream.send(b"B" * 50)]
+    frames.append(stream.segment(1025, b"A" * 25 + b"B" * 24 + b"X"))  # straddles both, one byte new
+    [found] = rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", frames))
+    assert (found.first_frame, found.again_frame, found.seq, found.length, found.differing) == (
+        2,
+        3,
+        1025,
+        50,
+        1,
+    )
+
+
+def test_sequence_numbers_that_wrap_are_followed(tmp_path):
+    stream = TcpStream(40000, 3260)
+    stream.seq[True] = (1 << 32) - 30
+    frames = [stream.send(b"A" * 100), stream.segment((1 << 32) - 30, b"A" * 30 + b"C" * 70)]
+    [found] = rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", frames))
+    assert (found.differing, found.length) == (70, 100)
+
+
+def test_analyze_warns_and_lists_it_in_json():
+    runner = CliRunner()
+    printed = runner.invoke(cli, ["analyze", str(GHOST)])
+    assert printed.exit_code == 0, printed.output
+    assert "1 TCP retransmission(s) carried other bytes" in printed.stderr
+    assert "frames 30 and 32" in printed.stderr
+    as_json = runner.invoke(cli, ["analyze", str(GHOST), "--json"])
+    [listed] = json.loads(as_json.stdout)["rewritten_retransmissions"]
+    assert listed["differing"] == 1404
