@@ -5,7 +5,10 @@ Three scenarios, each a cable pulled for 20 s, 2 s into 16 MiB of verified 4 KiB
 random writes at QD 4, run as a user would (``sanlab run --json``):
 
 - ``iser-siw``: tgt iSER on two soft-iWARP links under dm-multipath: the dead
-  path's session fails and I/O moves to the other (a failover time);
+  path's session fails and I/O moves to the other (a failover time).  Once
+  in 15 runs a block failed verification: a ghost write from the dead
+  path's old socket (targets/README.md); run ``sanlab analyze`` on the
+  record's capture of link a to see the retransmission that carried it;
 - ``iser-rxe``: LIO iSER on two Soft-RoCE links under dm-multipath: nothing
   fails the dead path's session, so I/O waits for the cable (no failover);
 - ``srp-rxe``: LIO SRP on one Soft-RoCE link: whether ib_srp notices the
@@ -14,8 +17,10 @@ random writes at QD 4, run as a user would (``sanlab run --json``):
     python benchmarks/rdma_path_pulls.py [debian-12|debian-13]   # about 5 minutes under TCG
 
 Each record's failover, failback and recovery times are printed, with its
-verification.  The figures are emulation's: which mechanism fires, not how fast
-real hardware would.
+verification, and for each link's capture the retransmissions that carried
+other bytes than their first sending (``sanlab analyze`` warns of the same).
+The figures are emulation's: which mechanism fires, not how fast real
+hardware would.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from sanlab.dissectors.rewrites import rewritten_retransmissions
 
 PULL = {"at": "2s", "link": "a", "action": "down", "for": "20s"}
 WRITES = {
@@ -58,6 +65,7 @@ def scenarios(guest: str) -> dict[str, dict[str, object]]:
             "targets": [{"host": "target", "size": "32m", **target}],
             "workloads": [WRITES],
             "faults": [PULL],
+            "capture": True,
         }
 
     two = {"paths": ["a", "b"]}
@@ -102,6 +110,11 @@ def run(name: str, data: dict[str, object], folder: Path) -> int:
             f"I/O back {r.get('recovery_s')} s after the cable, "
             f"error {r.get('error')} ({took:.0f} s)"
         )
+    for pcap in sorted((folder / name).glob("*.pcap")):
+        rewrites = rewritten_retransmissions(pcap)
+        print(f"{name}: {pcap.name}: {len(rewrites)} retransmission(s) carrying other bytes")
+        for rewrite in rewrites:
+            print(f"  {rewrite.line()}")
     return done.returncode
 
 
