@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal, results_document
 from sanlab.scenarios.schema import Scenario
@@ -169,7 +170,23 @@ def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: boo
             click.echo("* measured on the real machines named in each record's 'hardware'")
         logs = ", logs/" if (out / "logs").is_dir() else ""  # VMs' console and kernel logs
         click.echo(f"results in {out}/ (results.json, fio/{logs}{', *.pcap' if captured else ''})")
+    if captured and any(r.verify == "fail" for r in records):
+        _point_at_rewrites(out)
     sys.exit(1 if failed else 0)
+
+
+def _point_at_rewrites(out: Path) -> None:
+    """A block failed verification: say whether a capture holds a retransmission whose bytes
+    changed since their first sending, the wire's sign of a ghost write (targets/README.md)."""
+    for pcap in sorted(out.glob("*.pcap")):
+        rewrites = rewritten_retransmissions(pcap)
+        if rewrites:
+            click.echo(
+                f"{pcap.name}: {len(rewrites)} TCP retransmission(s) carried other bytes than their "
+                f"first sending ({rewrites[0].line()}): a write that failed over may have landed "
+                "again from this path (a ghost write; see targets/README.md)",
+                err=True,
+            )
 
 
 def _error_note(error: str | None, note: str | None) -> str:

@@ -12,13 +12,16 @@ block (its verify header names another offset).
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
 from pcapgen import TcpStream, write_pcap
 
+from sanlab import commands_run
 from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.main import cli
+from sanlab.scenarios.records import ResultRecord
 from support import REPO
 
 GHOST = REPO / "tests" / "data" / "ghost-write-siw.pcap"
@@ -87,3 +90,23 @@ def test_analyze_warns_and_lists_it_in_json():
     as_json = runner.invoke(cli, ["analyze", str(GHOST), "--json"])
     [listed] = json.loads(as_json.stdout)["rewritten_retransmissions"]
     assert listed["differing"] == 1404
+
+
+def _record(verify: str) -> ResultRecord:
+    return ResultRecord(
+        mode="emulated", transport="iser", fabric="iwarp", target_stack="tgt", mtu=1500,
+        rw="randwrite", bs=4096, iodepth=4, numjobs=1, verify=verify,
+        error="1 blocks failed verification" if verify == "fail" else None,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("verify", ["fail", "pass"])
+def test_a_run_whose_block_failed_points_at_the_capture_that_shows_why(tmp_path, capsys, verify):
+    shutil.copy(GHOST, tmp_path / "a.pcap")
+    with pytest.raises(SystemExit):
+        commands_run._report([_record(verify)], tmp_path, as_json=False, captured=True)
+    said = capsys.readouterr().err
+    if verify == "fail":
+        assert "a.pcap: 1 TCP retransmission(s) carried other bytes" in said and "ghost write" in said
+    else:  # every block verified: nothing to explain, and no capture is read
+        assert "retransmission" not in said
