@@ -155,7 +155,10 @@ def rewritten_retransmissions(pcap: Path) -> list[Rewrite]:
     held: dict[tuple[str, int, str, int], _Held] = {}
     found: list[Rewrite] = []
     for seg in tcp_segments(pcap):
-        mine = held.setdefault((seg.src, seg.sport, seg.dst, seg.dport), _Held())
+        key = (seg.src, seg.sport, seg.dst, seg.dport)
+        if seg.syn:  # a connection (again) on these ports: a sequence space of its own
+            held[key] = _Held()
+        mine = held.setdefault(key, _Held())
         if seg.ack is not None:
             held.setdefault((seg.dst, seg.dport, seg.src, seg.sport), _Held()).acknowledged(seg.ack)
         if not seg.payload:

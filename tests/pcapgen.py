@@ -44,12 +44,12 @@ class TcpStream:
         self.seq[from_client] = (self.seq[from_client] + len(payload)) % (1 << 32)
         return frame
 
-    def segment(self, seq: int, payload: bytes, from_client: bool = True) -> bytes:
+    def segment(self, seq: int, payload: bytes, from_client: bool = True, flags: int = 0x18) -> bytes:
         """A segment at a given sequence number (a retransmission, say), acknowledging all the
-        other side has sent."""
+        other side has sent; ``flags`` PSH and ACK unless given (0x02: a SYN)."""
         sport, dport = self.ports if from_client else self.ports[::-1]
-        ack = self.seq[not from_client]
-        tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, 0x18, 65535, 0, 0)
+        ack = self.seq[not from_client] if flags & 0x10 else 0
+        tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, flags, 65535, 0, 0)
         src, dst = (IP_A, IP_B) if from_client else (IP_B, IP_A)
         macs = (MAC_B + MAC_A) if from_client else (MAC_A + MAC_B)
         return macs + b"\x08\x00" + _ipv4(6, tcp + payload, src, dst)

@@ -81,6 +81,15 @@ def test_sequence_numbers_that_wrap_are_followed(tmp_path):
     assert (found.differing, found.length) == (70, 100)
 
 
+def test_a_new_connection_on_the_same_ports_starts_its_own_sequence_space(tmp_path):
+    stream = TcpStream(40000, 3260)
+    old = stream.send(b"A" * 100)  # never acknowledged: the connection died
+    again = stream.segment(990, b"", flags=0x02)  # a SYN whose ISN lands just below those bytes
+    stream.seq[True] = 991
+    new = stream.send(b"B" * 100)
+    assert rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", [old, again, new])) == []
+
+
 def test_analyze_warns_and_lists_it_in_json():
     runner = CliRunner()
     printed = runner.invoke(cli, ["analyze", str(GHOST)])
