@@ -12,8 +12,9 @@ A was down (``failover_s``, the longest stall of completions meanwhile).
 The VM test runs the scenario's iSCSI targets only: tgt's iSER over siw
 tore a block in one run of 15 (a ghost write: a write that failed over to
 B, then landed again, mixed with newer bytes, from A's old socket when the
-cable returned; targets/README.md), so a failure there is the hazard the
-scenario exists to show, not a regression.
+cable returned, because siw closes a dead socket gracefully where
+iscsi_tcp and nvme-tcp abort it; targets/README.md), so a failure there is
+the hazard the scenario exists to show, not a regression.
 ``benchmarks/rdma_path_pulls.py`` runs it.
 """
 
