@@ -184,7 +184,8 @@ def _point_at_rewrites(out: Path) -> None:
             click.echo(
                 f"{pcap.name}: {len(rewrites)} TCP retransmission(s) carried other bytes than their "
                 f"first sending ({rewrites[0].line()}): a write that failed over may have landed "
-                "again from this path (a ghost write; see targets/README.md)",
+                f"again from this path (a ghost write; targets/README.md); 'sanlab analyze {pcap}' "
+                "names the write and its LBA",
                 err=True,
             )
 

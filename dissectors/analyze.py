@@ -17,7 +17,7 @@ import gc
 import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sanlab.dissectors.attribute import Io, Owner, attribute
@@ -229,5 +229,14 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
         ios,
         transports,
         duplicates,
-        rewritten_retransmissions(pcap),
+        [replace(r, owner=_whose(result.owners.get(r.first_frame))) for r in rewritten_retransmissions(pcap)],
     )
+
+
+def _whose(owner: Owner | None) -> str:
+    """A rewritten retransmission's bytes named by the I/O they belong to: for a write, the
+    block a ghost write would overwrite."""
+    if not isinstance(owner, Io):
+        return ""
+    where = f" at LBA {owner.lba}" if owner.lba >= 0 else ""
+    return f"{owner.op} of {owner.nbytes} bytes{where}, tag {owner.tag}"

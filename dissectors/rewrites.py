@@ -52,14 +52,16 @@ class Rewrite:
     seq: int  # the retransmission's raw sequence number
     length: int  # of its bytes, how many an earlier segment carried (and so were compared)
     differing: int  # of those, how many differ
+    owner: str = ""  # whose bytes they were, when the analyser knows (the write and its LBA)
 
     def document(self) -> dict[str, object]:
         return dict(self.__dict__)
 
     def line(self) -> str:
+        whose = f" ({self.owner})" if self.owner else ""
         return (
             f"frames {self.first_frame} and {self.again_frame}: {self.src}:{self.sport} -> "
-            f"{self.dst}:{self.dport} seq {self.seq}, {self.differing} of {self.length} bytes differ"
+            f"{self.dst}:{self.dport} seq {self.seq}, {self.differing} of {self.length} bytes differ" + whose
         )
 
 

@@ -1,8 +1,9 @@
 """Retransmissions that carry other bytes than the segment they repeat (ghost writes in the making).
 
-``tests/data/ghost-write-siw.pcap`` is 36 frames of a real capture: path A
-of ``multipath-scsi.yaml``'s tgt iSER target over siw, cut 2026-11-26 as the
-cable was pulled in the middle of an RDMA Read Response.  When the cable
+``tests/data/ghost-write-siw.pcap`` is 142 frames of a real capture: path A
+of ``multipath-scsi.yaml``'s tgt iSER target over siw, 2026-11-26: the
+connection's start and login (so iSER over iWARP is decoded), then its last
+frames, as the cable was pulled in the middle of an RDMA Read Response.  When the cable
 came back 21 s later the initiator's old socket retransmitted the first
 1,448 bytes at the same sequence numbers, but by then dm-multipath had
 completed the write over path B and fio had filled the buffer with another
@@ -30,7 +31,7 @@ GOLDEN = sorted((REPO / "tests" / "golden").glob("*.pcap"))
 
 def test_the_captured_retransmission_of_a_reused_buffer_is_found():
     [found] = rewritten_retransmissions(GHOST)
-    assert (found.first_frame, found.again_frame) == (30, 32)
+    assert (found.first_frame, found.again_frame) == (136, 138)
     assert (found.src, found.sport, found.dst, found.dport) == ("169.254.10.1", 47187, "169.254.10.2", 3260)
     assert (found.length, found.differing) == (1448, 1404)  # the DDP/RDMAP header is all that matches
 
@@ -95,10 +96,12 @@ def test_analyze_warns_and_lists_it_in_json():
     printed = runner.invoke(cli, ["analyze", str(GHOST)])
     assert printed.exit_code == 0, printed.output
     assert "1 TCP retransmission(s) carried other bytes" in printed.stderr
-    assert "frames 30 and 32" in printed.stderr
+    assert "frames 136 and 138" in printed.stderr
+    # the analyser names whose bytes they were: the block a ghost write would overwrite
+    assert "(write of 4096 bytes at LBA 3936, tag 0x48000000)" in printed.stderr
     as_json = runner.invoke(cli, ["analyze", str(GHOST), "--json"])
     [listed] = json.loads(as_json.stdout)["rewritten_retransmissions"]
-    assert listed["differing"] == 1404
+    assert (listed["differing"], listed["owner"]) == (1404, "write of 4096 bytes at LBA 3936, tag 0x48000000")
 
 
 def _record(verify: str) -> ResultRecord:
