@@ -92,11 +92,16 @@ def connect(
 
 
 def _connect_path(host: Host, nqn: str, trtype: str, script: str, say: Callable[[str], None]) -> None:
+    """One path's Connect, tried again after a timeout; the error that ends it says how many
+    attempts were made, so a race that struck twice is told from one that struck once."""
     for attempt in range(1, CONNECT_ATTEMPTS + 1):
         try:
             sh(host, script, f"nvme connect to {nqn} over {trtype}", timeout=120)
             return
         except StackError as exc:
+            if attempt > 1:
+                tried = f"attempt {attempt} of {CONNECT_ATTEMPTS}; the first timed out"
+                raise StackError(f"{exc}\n  ({tried})") from None
             if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
                 raise
             disconnect(host, nqn)

@@ -82,9 +82,10 @@ def test_a_refused_connect_is_not_retried():
 def test_a_second_timeout_is_reported():
     failed = Reply(rc=1, stderr="could not add new controller")
     host = ScriptedHost([failed, failed], TIMED_OUT)
-    with pytest.raises(StackError, match="QID 1 timeout"):
+    with pytest.raises(StackError, match="QID 1 timeout") as raised:
         nvme_host.connect(host, "nqn.x", "nvme-tcp", ["169.254.10.2"], False, False)
     assert sum("nvme connect" in c for c in host.commands) == nvme_host.CONNECT_ATTEMPTS
+    assert f"(attempt 2 of {nvme_host.CONNECT_ATTEMPTS}; the first timed out)" in str(raised.value)
 
 
 def test_a_lost_controller_gives_up_after_the_longest_fault_and_a_minute():
