@@ -50,10 +50,11 @@ def ip_of(link: int, data: bytes) -> dpkt.ip.IP | None:
     return packet if isinstance(packet, dpkt.ip.IP) else None
 
 
-def _ethernet_tcp_payload(data: bytes) -> bytes | None:
-    """The TCP payload of an Ethernet/IPv4 frame (one VLAN tag allowed), read from the headers'
-    own length fields; None for anything else.  Ten times faster than unpacking with dpkt, which
-    a 200 MB capture of storage traffic would spend seconds on."""
+def ethernet_tcp_offsets(data: bytes) -> tuple[int, int, int] | None:
+    """(IP header, TCP header, end of the IP packet) of an Ethernet/IPv4/TCP frame (one VLAN tag
+    allowed), read from the headers' own length fields; None for anything else.  Ten times
+    faster than unpacking with dpkt, which a 200 MB capture of storage traffic would spend
+    seconds on."""
     at = 14
     ethertype = int.from_bytes(data[12:14], "big")
     if ethertype == 0x8100:
@@ -64,7 +65,16 @@ def _ethernet_tcp_payload(data: bytes) -> bytes | None:
     tcp = at + ip_header
     if len(data) < tcp + 20 or ip_total < ip_header + 20:
         return None
-    return data[tcp + (data[tcp + 12] >> 4) * 4 : at + ip_total]
+    return at, tcp, at + ip_total
+
+
+def _ethernet_tcp_payload(data: bytes) -> bytes | None:
+    """The TCP payload of an Ethernet/IPv4 frame; None for anything else."""
+    offsets = ethernet_tcp_offsets(data)
+    if offsets is None:
+        return None
+    _, tcp, end = offsets
+    return data[tcp + (data[tcp + 12] >> 4) * 4 : end]
 
 
 def each_tcp_payload(pcap: Path, numbers: set[int]) -> Iterator[tuple[int, bytes]]:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import dpkt
 
-from sanlab.dissectors.rawframes import ETHERNET, frames_of, ip_of
+from sanlab.dissectors.rawframes import ETHERNET, ethernet_tcp_offsets, frames_of, ip_of
 
 SEQ_SPACE = 1 << 32
 HALF = 1 << 31
@@ -192,18 +192,12 @@ def tcp_segments(pcap: Path) -> Iterator[Segment]:
 
 
 def _from_ethernet(number: int, data: bytes) -> Segment | None:
-    """An Ethernet/IPv4/TCP frame read from its headers' own fields (one VLAN tag allowed), five
-    times faster than dpkt; None for anything else, which dpkt then reads."""
-    at = 14
-    ethertype = int.from_bytes(data[12:14], "big")
-    if ethertype == 0x8100:
-        ethertype, at = int.from_bytes(data[16:18], "big"), 18
-    if ethertype != 0x0800 or len(data) < at + 40 or data[at + 9] != 6 or data[at] >> 4 != 4:
+    """An Ethernet/IPv4/TCP frame read from its headers' own fields, five times faster than
+    dpkt; None for anything else, which dpkt then reads."""
+    offsets = ethernet_tcp_offsets(data)
+    if offsets is None:
         return None
-    ip_total = int.from_bytes(data[at + 2 : at + 4], "big")
-    tcp = at + (data[at] & 0x0F) * 4
-    if len(data) < tcp + 20:
-        return None
+    at, tcp, end = offsets
     flags = data[tcp + 13]
     return Segment(
         number,
@@ -214,7 +208,7 @@ def _from_ethernet(number: int, data: bytes) -> Segment | None:
         int.from_bytes(data[tcp + 4 : tcp + 8], "big"),
         int.from_bytes(data[tcp + 8 : tcp + 12], "big") if flags & dpkt.tcp.TH_ACK else None,
         bool(flags & dpkt.tcp.TH_SYN),
-        data[tcp + (data[tcp + 12] >> 4) * 4 : at + ip_total],
+        data[tcp + (data[tcp + 12] >> 4) * 4 : end],
     )
 
 
