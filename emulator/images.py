@@ -33,7 +33,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 
 # What every guest's image is made of besides its own recipe (and the recipe it extends).
-SHARED_FILES = ("customize.sh", "init", "agent.py")
+SHARED_FILES = ("customize.sh", "init", "agent.py", "siw-abortive-close.patch")
 FORMAT = "1"  # bump when the packing below changes
 # Never packed into the guest: the kernel image travels beside the cpio.
 # Neither are what no guest process reads: perl (only tgt-admin, which sanlab

@@ -18,9 +18,14 @@ chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-ins
 echo "sanlab: installed build tools ($build_packages)"
 
 # --- siw.ko from Debian's linux-source, against the matching headers -------
+# With one patch: siw closes its connections abortively, as the kernel's
+# TCP storage drivers do (see the patch's comment and vm-images/README.md).
+cp "$here/siw-abortive-close.patch" "$root/tmp/siw-abortive-close.patch"
 chroot "$root" sh -ec "
   cd /tmp
   tar -xaf /usr/src/$source.tar.xz $source/drivers/infiniband/sw/siw
+  patch -s -d $source -p1 < /tmp/siw-abortive-close.patch
+  rm /tmp/siw-abortive-close.patch
   make -s -C /usr/src/linux-headers-$kver M=/tmp/$source/drivers/infiniband/sw/siw \
        CONFIG_RDMA_SIW=m modules
   strip --strip-debug /tmp/$source/drivers/infiniband/sw/siw/siw.ko
