@@ -5,10 +5,12 @@ Three scenarios, each a cable pulled for 20 s, 2 s into 16 MiB of verified 4 KiB
 random writes at QD 4, run as a user would (``sanlab run --json``):
 
 - ``iser-siw``: tgt iSER on two soft-iWARP links under dm-multipath: the dead
-  path's session fails and I/O moves to the other (a failover time).  Once
-  in 15 runs a block failed verification: a ghost write from the dead
-  path's old socket (targets/README.md); run ``sanlab analyze`` on the
-  record's capture of link a to see the retransmission that carried it;
+  path's session fails and I/O moves to the other (a failover time).  With
+  upstream siw, once in 15 runs a block failed verification: a ghost write
+  from the dead path's old socket (targets/README.md); the image's siw
+  closes abortively, which ends it (vm-images/README.md).  Should one
+  appear, run ``sanlab analyze`` on the record's capture of link a to see
+  the retransmission that carried it;
 - ``iser-rxe``: LIO iSER on two Soft-RoCE links under dm-multipath: nothing
   fails the dead path's session, so I/O waits for the cable (no failover);
 - ``srp-rxe``: LIO SRP on one Soft-RoCE link: whether ib_srp notices the

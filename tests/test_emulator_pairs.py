@@ -95,6 +95,28 @@ def test_rping(pair):
     assert result.stdout.count("ping data") == 10
 
 
+def test_siw_ends_a_connection_with_a_reset_not_a_fin(pair):
+    """The image's siw closes abortively (vm-images/siw-abortive-close.patch), as iscsi_tcp and
+    nvme-tcp do: a closed connection's unsent bytes are dropped, never sent when a cable returns
+    (the ghost writes of targets/README.md).  Upstream siw would end rping's connection with FINs."""
+    driver, lab = pair
+    if driver != "siw":
+        pytest.skip("rxe carries RDMA over UDP: there is no TCP connection to close")
+    target, initiator = lab.vms["target"], lab.vms["initiator"]
+    assert initiator.run("cat /sys/module/siw/parameters/abortive_close").check().stdout.strip() == "Y"
+    server_ip = lab.plan.addresses[("fabric", "target")]
+    ends = "tcp port 7174 and tcp[tcpflags] & (tcp-fin|tcp-rst) != 0"  # rping's port
+    dump = initiator.spawn(f"exec tcpdump -i fabric -n -U -w /tmp/close.pcap '{ends}'", log="/tmp/close.log")
+    wait_until(initiator, "grep -q 'listening on' /tmp/close.log")
+    target.spawn(f"rping -s -a {server_ip} -C 3", log="/tmp/rping-close.log")
+    wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*rping'")
+    initiator.run(f"rping -c -a {server_ip} -C 3", timeout=120).check()
+    time.sleep(1)  # the last segments reach tcpdump
+    initiator.run(f"kill -INT {dump}; while kill -0 {dump} 2>/dev/null; do sleep 0.1; done", timeout=30)
+    flags = initiator.run("tcpdump -r /tmp/close.pcap -n", timeout=30).check().stdout
+    assert "Flags [R" in flags and "Flags [F" not in flags, flags
+
+
 def test_mtu_takes_effect(pair):
     _, lab = pair
     peer = lab.plan.addresses[("fabric", "target")]
