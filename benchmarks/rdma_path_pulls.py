@@ -11,6 +11,9 @@ random writes at QD 4, run as a user would (``sanlab run --json``):
   closes abortively, which ends it (vm-images/README.md).  Should one
   appear, run ``sanlab analyze`` on the record's capture of link a to see
   the retransmission that carried it;
+- ``iser-siw-upstream``: the same with ``siw.abortive_close=0`` on the guests'
+  kernel command line ($SANLAB_GUEST_KERNEL_ARGS): upstream siw's graceful
+  close, whose old connection sends initiator data once the cable is back;
 - ``iser-rxe``: LIO iSER on two Soft-RoCE links under dm-multipath: nothing
   fails the dead path's session, so I/O waits for the cable (no failover);
 - ``srp-rxe``: LIO SRP on one Soft-RoCE link: whether ib_srp notices the
@@ -20,7 +23,10 @@ random writes at QD 4, run as a user would (``sanlab run --json``):
 
 Each record's failover, failback and recovery times are printed, with its
 verification, and for each link's capture the retransmissions that carried
-other bytes than their first sending (``sanlab analyze`` warns of the same).
+other bytes than their first sending (``sanlab analyze`` warns of the same)
+and, for each TCP connection silent for 5 s or more, how many bytes its
+opener (the initiator) sent after that silence: what a dead path's old
+socket carried once the cable was back.
 The figures are emulation's: which mechanism fires, not how fast real
 hardware would.
 """
@@ -28,15 +34,18 @@ hardware would.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import dpkt
 import yaml
 
-from sanlab.dissectors.rewrites import rewritten_retransmissions
+from sanlab.dissectors.rewrites import rewritten_retransmissions, tcp_segments
+from sanlab.emulator.qemu import KERNEL_ARGS
 
 PULL = {"at": "2s", "link": "a", "action": "down", "for": "20s"}
 WRITES = {
@@ -48,6 +57,9 @@ WRITES = {
     "verify_size": "16m",
 }
 HOSTS = [{"name": "initiator", "role": "initiator"}, {"name": "target", "role": "target"}]
+SILENCE_S = 5.0  # a connection this long silent was cut off (the pull is 20 s)
+# Each trial's extra guest kernel parameters ($SANLAB_GUEST_KERNEL_ARGS).
+KERNEL = {"iser-siw-upstream": "siw.abortive_close=0"}
 
 
 def _link(name: str, driver: str) -> dict[str, object]:
@@ -77,6 +89,11 @@ def scenarios(guest: str) -> dict[str, dict[str, object]]:
             [_link("a", "siw"), _link("b", "siw")],
             {"name": "tgt", "stack": "tgt", "transport": "iser", "backstore": "file", **two},
         ),
+        "iser-siw-upstream": one(
+            "tgt iSER multipath over upstream siw (graceful close), path A pulled for 20 s",
+            [_link("a", "siw"), _link("b", "siw")],
+            {"name": "tgt", "stack": "tgt", "transport": "iser", "backstore": "file", **two},
+        ),
         "iser-rxe": one(
             "LIO iSER multipath over rxe, path A pulled for 20 s",
             [_link("a", "rxe"), _link("b", "rxe")],
@@ -100,6 +117,7 @@ def run(name: str, data: dict[str, object], folder: Path) -> int:
         capture_output=True,
         text=True,
         timeout=1800,
+        env={**os.environ, KERNEL_ARGS: KERNEL.get(name, "")},
     )
     took = time.monotonic() - started
     if done.returncode != 0 and not (folder / name / "results.json").exists():
@@ -117,7 +135,31 @@ def run(name: str, data: dict[str, object], folder: Path) -> int:
         print(f"{name}: {pcap.name}: {len(rewrites)} retransmission(s) carrying other bytes")
         for rewrite in rewrites:
             print(f"  {rewrite.line()}")
+        for (opener, port), sent in sorted(sent_after_silence(pcap).items()):
+            quiet = f"{SILENCE_S:.0f} s of silence"
+            print(f"{name}: {pcap.name}: {opener}:{port} sent {sent} bytes after {quiet}")
     return done.returncode
+
+
+def sent_after_silence(pcap: Path) -> dict[tuple[str, int], int]:
+    """For each TCP connection with a silence of SILENCE_S or more, the payload bytes its
+    opener (the side that sent the SYN) sent after the last such silence, by (address, port)."""
+    with pcap.open("rb") as handle:
+        times = [stamp for stamp, _ in dpkt.pcap.UniversalReader(handle)]
+    openers: dict[frozenset[tuple[str, int]], tuple[str, int]] = {}
+    timeline: dict[frozenset[tuple[str, int]], list[tuple[float, tuple[str, int], int]]] = {}
+    for seg in tcp_segments(pcap):
+        ends = frozenset({(seg.src, seg.sport), (seg.dst, seg.dport)})
+        if seg.syn and seg.ack is None:
+            openers[ends] = (seg.src, seg.sport)
+        timeline.setdefault(ends, []).append((times[seg.number - 1], (seg.src, seg.sport), len(seg.payload)))
+    found = {}
+    for ends, events in timeline.items():
+        gaps = [i for i in range(1, len(events)) if events[i][0] - events[i - 1][0] >= SILENCE_S]
+        if ends in openers and gaps:
+            after = events[gaps[-1] :]
+            found[openers[ends]] = sum(size for _, who, size in after if who == openers[ends])
+    return found
 
 
 def main(guest: str) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,6 +30,25 @@ QEMU = "qemu-system-x86_64"
 # A guest's uptime just after a reset may run ahead of the host's clock by this much
 # (TCG's clock is not the host's); an old boot's uptime is far larger.
 REBOOT_CLOCK_SLACK_S = 5.0
+
+
+# Appended to every guest's kernel command line: module parameters for an experiment, such
+# as "siw.abortive_close=0" (upstream siw's graceful close; benchmarks/rdma_path_pulls.py).
+KERNEL_ARGS = "SANLAB_GUEST_KERNEL_ARGS"
+_KERNEL_ARG = re.compile(r"[A-Za-z0-9_.-]+(=[A-Za-z0-9_.,:-]*)?")
+
+
+def extra_kernel_args() -> list[str]:
+    """The parameters $SANLAB_GUEST_KERNEL_ARGS adds to the guest's kernel command line,
+    each ``name`` or ``name=value``; anything else is refused before a VM boots."""
+    words = os.environ.get(KERNEL_ARGS, "").split()
+    for word in words:
+        if not _KERNEL_ARG.fullmatch(word):
+            raise SanlabError(
+                f"${KERNEL_ARGS}: {word!r} is not a kernel parameter "
+                "(name or name=value, of letters, digits and _ . - , :)"
+            )
+    return words
 
 
 def qemu_binary() -> str:
@@ -197,7 +217,9 @@ class Vm:
             "-initrd",
             str(self.image.initrd),
             "-append",
-            f"console=ttyS0 quiet loglevel=4 panic=-1 sanlab.host={self.name}",
+            " ".join(
+                ["console=ttyS0 quiet loglevel=4 panic=-1", *extra_kernel_args(), f"sanlab.host={s.name}"]
+            ),
             "-chardev",
             f"socket,id=con,path={self.console_socket},server=on,wait=off,"
             f"logfile={self.console_log},logappend=on",

@@ -12,6 +12,7 @@ block (its verify header names another offset).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 
@@ -34,6 +35,20 @@ def test_the_captured_retransmission_of_a_reused_buffer_is_found():
     assert (found.first_frame, found.again_frame) == (136, 138)
     assert (found.src, found.sport, found.dst, found.dport) == ("169.254.10.1", 47187, "169.254.10.2", 3260)
     assert (found.length, found.differing) == (1448, 1404)  # the DDP/RDMAP header is all that matches
+
+
+def test_the_pull_benchmark_counts_what_the_old_connection_sent_after_the_cable():
+    """benchmarks/rdma_path_pulls.py's measure of a dead path's socket: the initiator's
+    retransmitted 1,448 bytes, 21 s after the connection fell silent."""
+    spec = importlib.util.spec_from_file_location(
+        "rdma_path_pulls", REPO / "benchmarks" / "rdma_path_pulls.py"
+    )
+    assert spec is not None and spec.loader is not None
+    pulls = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(pulls)
+    assert pulls.sent_after_silence(GHOST) == {("169.254.10.1", 47187): 1448}
+    golden = REPO / "tests" / "golden" / "iser-siw-qd4.pcap"
+    assert pulls.sent_after_silence(golden) == {}  # no connection of a quiet run falls silent
 
 
 @pytest.mark.parametrize("capture", GOLDEN, ids=[p.stem for p in GOLDEN])
