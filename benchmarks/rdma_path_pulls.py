@@ -19,7 +19,7 @@ random writes at QD 4, run as a user would (``sanlab run --json``):
 - ``srp-rxe``: LIO SRP on one Soft-RoCE link: whether ib_srp notices the
   outage at all (it did not: the I/O stood still and went on after it).
 
-    python benchmarks/rdma_path_pulls.py [debian-12|debian-13]   # about 5 minutes under TCG
+    python benchmarks/rdma_path_pulls.py [debian-12|debian-13] [TRIAL ...]   # all: about 5 min
 
 Each record's failover, failback and recovery times are printed, with its
 verification, and for each link's capture the retransmissions that carried
@@ -125,7 +125,7 @@ def run(name: str, data: dict[str, object], folder: Path) -> int:
         return done.returncode
     for r in json.loads((folder / name / "results.json").read_text())["results"]:
         print(
-            f"{name}: verify {r['verify']} ({r['verified_bytes'] >> 20} MiB), "
+            f"{name}: verify {r['verify']} ({(r['verified_bytes'] or 0) >> 20} MiB), "
             f"failover {r.get('failover_s')} s, failback {r.get('failback_s')} s, "
             f"I/O back {r.get('recovery_s')} s after the cable, "
             f"error {r.get('error')} ({took:.0f} s)"
@@ -162,11 +162,16 @@ def sent_after_silence(pcap: Path) -> dict[tuple[str, int], int]:
     return found
 
 
-def main(guest: str) -> int:
+def main(guest: str, chosen: list[str]) -> int:
+    trials = scenarios(guest)
+    unknown = sorted(set(chosen) - set(trials))
+    if unknown:
+        print(f"no trial {', '.join(unknown)} (trials: {', '.join(trials)})", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory(prefix="sanlab-pulls-") as tmp:
-        codes = [run(name, data, Path(tmp)) for name, data in scenarios(guest).items()]
+        codes = [run(name, data, Path(tmp)) for name, data in trials.items() if name in (chosen or trials)]
     return max(codes)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "debian-12"))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "debian-12", sys.argv[2:]))
