@@ -46,7 +46,7 @@ from sanlab.emulator.qemu import (
 )
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.plan import PlannedLink
@@ -453,7 +453,7 @@ class Lab:
         vms = [self.vms[name] for name in names]
         gone = [vm.name for vm in vms if not vm.running()]
         if gone:  # a reset needs a QEMU to press it in (a guest kernel panic ends its QEMU)
-            raise SanlabError(
+            raise HostDown(
                 f"{', '.join(gone)}: the VM is down (its QEMU exited); a reboot cannot bring it back"
             )
         with ThreadPoolExecutor(len(vms)) as pool:

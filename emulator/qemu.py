@@ -24,7 +24,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.images import Image
-from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
 
 QEMU = "qemu-system-x86_64"
 # A guest's uptime just after a reset may run ahead of the host's clock by this much
@@ -49,6 +49,10 @@ def extra_kernel_args() -> list[str]:
                 "(name or name=value, of letters, digits and _ . - , :)"
             )
     return words
+
+
+class VmDown(AgentError, HostDown):
+    """A command for a VM whose QEMU has exited: an agent error that no retry can mend."""
 
 
 def qemu_binary() -> str:
@@ -347,7 +351,7 @@ class Vm:
                 if self.console_log.exists()
                 else []
             )
-            raise AgentError(
+            raise VmDown(
                 f"{self.name}: the VM is down (qemu exited with {self.process.returncode})"
                 + (f"; last console lines: {' | '.join(lines)}" if lines else "")
             )

@@ -35,6 +35,11 @@ class ScenarioError(SanlabError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+class HostDown(SanlabError):
+    """A host has stopped for good (a guest whose QEMU exited after a kernel panic): no
+    command reaches it, and no restart or reboot can bring it back within the run."""
+
+
 class ToolMissing(SanlabError):
     """An external program (qemu, tshark, fio...) is not installed."""
 

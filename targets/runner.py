@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sanlab.scenarios.endpoints import Endpoints
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.records import ResultRecord, aggregate
@@ -500,6 +500,9 @@ def _consult(
     """
     try:
         health: LinkState = doctor.check_link(link)
+    except HostDown as exc:  # nothing to restart: the records already say the host is down
+        say(f"{name}: link {link} not restarted: {str(exc).split(';')[0]}")
+        return [_with_link(r, f"link {link} not restarted: {str(exc).split(';')[0]}") for r in attempt]
     except SanlabError as exc:  # a host that no longer answers its agent: its kernel is wedged
         health = _Unchecked(f"could not be checked: {str(exc).splitlines()[0]}")
     if health.ok:

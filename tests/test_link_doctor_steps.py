@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.targets import runner
 
@@ -100,6 +100,35 @@ def test_a_guest_no_reboot_revives_keeps_its_error_with_every_step_said():
     error = records[0].error or ""
     assert error.startswith("fio exit 1\n  link roce stalled and did not come back"), error
     assert "did not boot again within 180 s" in error, error
+
+
+@dataclass
+class DeadGuest:
+    """A doctor whose check finds a guest whose QEMU exited (a kernel panic ends it)."""
+
+    asked: list[str] = field(default_factory=list)
+
+    def check_link(self, link: str) -> Health:
+        self.asked.append(f"check {link}")
+        raise HostDown("target: the VM is down (qemu exited with 0); last console lines: Kernel panic")
+
+    def restart_link(self, link: str, say: runner.Say) -> Health:
+        raise AssertionError("a host that is down is not restarted: no down/up, NIC reset or reboot helps")
+
+    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+        raise AssertionError("a host that is down is not rebooted")
+
+
+def test_a_guest_that_is_down_is_said_once_and_not_restarted():
+    doctor, heard, withdrawn = DeadGuest(), [], []
+    (record,) = runner._consult(
+        doctor, "roce", "nvmet-tcp", [_failed()], lambda: [_passed()], heard.append,
+        lambda: withdrawn.append(True),
+    )  # fmt: skip
+    assert doctor.asked == ["check roce"] and withdrawn == []
+    said = "link roce not restarted: target: the VM is down (qemu exited with 0)"
+    assert record.error == f"fio exit 1\n  {said}"
+    assert heard == [f"nvmet-tcp: {said}"]
 
 
 STUCK = "\n  initiator still stuck in kernel: iscsid (D): iscsi_iser_ep_poll [ib_iser] <- iscsi_if_rx"

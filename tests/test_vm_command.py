@@ -1,15 +1,18 @@
-"""$SANLAB_GUEST_KERNEL_ARGS: module parameters for an experiment reach the guest's kernel
-command line as separate words, and nothing else does."""
+"""A VM's command line and its end: $SANLAB_GUEST_KERNEL_ARGS's module parameters reach the
+guest's kernel command line as separate words, and nothing else does; a VM whose QEMU exited
+is down for good (``HostDown``), which the link doctor does not try to mend."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from sanlab.emulator.agent import AgentError
 from sanlab.emulator.images import Image
 from sanlab.emulator.qemu import KERNEL_ARGS, Vm, VmSpec
-from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.errors import HostDown, SanlabError
 
 
 def _append(tmp_path: Path) -> str:
@@ -35,3 +38,17 @@ def test_anything_but_a_parameter_is_refused_in_one_line(monkeypatch, tmp_path, 
         _append(tmp_path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"${KERNEL_ARGS}: {word!r} is not a kernel parameter")
+
+
+def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
+    vm = Vm(VmSpec("target"), Image("k", tmp_path), "tcg", tmp_path, "qemu")
+    vm.console_log.write_text("[  104.4] Kernel panic - not syncing: Fatal exception in interrupt\n")
+    vm.process = subprocess.Popen(["true"])
+    vm.process.wait()
+    with pytest.raises(HostDown) as err:
+        vm.run("true")
+    assert isinstance(err.value, AgentError)  # what callers of the agent already catch
+    assert str(err.value) == (
+        "target: the VM is down (qemu exited with 0); "
+        "last console lines: [  104.4] Kernel panic - not syncing: Fatal exception in interrupt"
+    )
