@@ -12,9 +12,10 @@ bytes.  A target whose end of that connection is still open accepts them
 and executes a write nobody sent at that point - a ghost write (the
 linux-nvme list's name for it; NVMe 2.1's Command Quiesce Time exists for
 it).  iscsi_tcp and nvme-tcp close a dead socket abortively, which
-discards the queued bytes; siw closes it gracefully, and sanlab saw one
-tear a block under tgt's iSER over siw (targets/README.md, "Ghost
-writes").
+discards the queued bytes; upstream siw closes it gracefully, and sanlab
+saw one tear a block under tgt's iSER over siw (targets/README.md, "Ghost
+writes") until its guests' siw was patched to abort too
+(vm-images/siw-abortive-close.patch).
 
 A capture shows it as a retransmission that covers bytes an earlier,
 unacknowledged segment already carried, with different contents.  Only

@@ -501,8 +501,9 @@ def _consult(
     try:
         health: LinkState = doctor.check_link(link)
     except HostDown as exc:  # nothing to restart: the records already say the host is down
-        say(f"{name}: link {link} not restarted: {str(exc).split(';')[0]}")
-        return [_with_link(r, f"link {link} not restarted: {str(exc).split(';')[0]}") for r in attempt]
+        finding = f"link {link} not restarted: {str(exc).split(';')[0]}"  # without the console's lines
+        say(f"{name}: {finding}")
+        return [_with_link(r, finding) for r in attempt]
     except SanlabError as exc:  # a host that no longer answers its agent: its kernel is wedged
         health = _Unchecked(f"could not be checked: {str(exc).splitlines()[0]}")
     if health.ok:
