@@ -99,11 +99,11 @@ def _connect_path(host: Host, nqn: str, trtype: str, script: str, say: Callable[
             sh(host, script, f"nvme connect to {nqn} over {trtype}", timeout=120)
             return
         except StackError as exc:
-            if attempt > 1:
+            if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
+                if attempt == 1:
+                    raise
                 tried = f"attempt {attempt} of {CONNECT_ATTEMPTS}; the first timed out"
                 raise StackError(f"{exc}\n  ({tried})") from None
-            if attempt == CONNECT_ATTEMPTS or " timeout" not in str(exc):
-                raise
             disconnect(host, nqn)
             say(f"nvme connect to {nqn} failed, trying again: {str(exc).splitlines()[0]}")
 
