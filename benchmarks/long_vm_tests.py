@@ -8,6 +8,8 @@ same assertions and run here, with their times printed for the docs.
 Measured on the 2-core development machine under TCG:
 - the reboot of both guests a stall only a reboot clears, per soft-RDMA
   driver: 212 s (siw) and 252 s (rxe) (emulator/README.md);
+- the reboot of both guests when one's agent is silent (a wedged kernel),
+  per driver: 51-53 s run alone (emulator/README.md);
 - all eight smoke targets through SSH: 173 s, where CI runs one target per
   stack (targets/README.md);
 - the smoke scenario on the Debian 13 guest, SRP aside: 202-237 s

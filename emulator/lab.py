@@ -65,6 +65,11 @@ REBOOT_TIMEOUT = 600.0
 # 2 s the doctor used to sleep, so rping failed and the NICs were reset needlessly.
 SETTLE_S = 30.0
 SETTLE_POLL_S = 1.0
+# How long the link doctor waits for a guest's agent to answer a ping before it takes the
+# guest for wedged.  The agent answers each request in its own thread within a second even
+# on a loaded TCG host; the steps short of a reboot go through it, and each would wait out
+# its own 70 s for an agent that does not answer.
+AGENT_PING_S = 20.0
 # A lab's name is a name, never a path: it becomes one folder under labs_root().
 LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 # Everything a lab writes into its run directory; nothing else there is ever removed.
@@ -388,11 +393,12 @@ class Lab:
         NICs; if that is not enough either, reboot both hosts.
 
         Each step is harsher than the last and is tried only when the one
-        before left the link silent (or could not be taken: a guest whose
-        agent no longer answers).  The reboot is for a guest kernel that
-        soft-RDMA wedged (Linux 6.1's rxe can hang a QP's teardown, or oops):
-        nothing short of it frees the NIC.  Returns the health after the last
-        step taken, its detail naming that step and what the ones before found.
+        before left the link silent (or could not be taken).  The reboot is
+        for a guest kernel that soft-RDMA wedged (Linux 6.1's rxe can hang a
+        QP's teardown, or oops): nothing short of it frees the NIC.  A guest
+        whose agent no longer answers a ping is rebooted at once, as the
+        steps before would need that agent.  Returns the health after the
+        last step taken, its detail naming that step and what was found before.
         """
         ends = self._ends(link)
 
@@ -408,8 +414,15 @@ class Lab:
             ("NIC reset", each_end(cables.reset)),
             ("reboot", partial(self.reboot, self._hosts(ends), say)),
         ]
-        failed: list[str] = []
+        silent = self._silent(ends)
+        failed = (
+            [f"{' and '.join(silent)}: no answer from the agent within {AGENT_PING_S:.0f} s"]
+            if silent
+            else []
+        )
         both = " and ".join(self._hosts(ends))
+        if silent:
+            steps = steps[-1:]
         for step, take in steps:
             if failed:
                 say(f"link {link}: {failed[-1].splitlines()[0]}; next: {step} of {both}")
@@ -424,6 +437,13 @@ class Lab:
                 return LinkHealth(link, True, f"{step}: {health.detail}{before}")
             failed.append(f"{step} did not help: {health.detail}")
         return LinkHealth(link, False, "; ".join(failed))
+
+    @staticmethod
+    def _silent(ends: list[tuple[Vm, Interface, str]]) -> list[str]:
+        """The hosts among ``ends`` whose agents do not answer a ping (asked at once)."""
+        with ThreadPoolExecutor(len(ends)) as pool:
+            answers = list(pool.map(lambda end: end[0].answers(AGENT_PING_S), ends))
+        return [vm.name for (vm, _, _), ok in zip(ends, answers, strict=True) if not ok]
 
     def _settled(self, link: str) -> LinkHealth:
         """The link's health once a step has had time to take: checked until it answers, for

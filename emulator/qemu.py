@@ -325,6 +325,16 @@ class Vm:
             parts.append(f"last console lines of {self.name}:\n  " + "\n  ".join(lines))
         return "\n".join(parts)
 
+    def answers(self, timeout: float) -> bool:
+        """Whether the guest's agent answers a ping within ``timeout`` seconds.  The agent
+        runs each request in its own thread, so silence means the guest kernel is wedged."""
+        self._must_be_up()
+        try:
+            self.agent.request({"op": "ping"}, timeout)
+        except AgentError:
+            return False
+        return True
+
     # --- the host interface the targets layer uses -------------------------
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
         self._must_be_up()

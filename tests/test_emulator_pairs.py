@@ -227,6 +227,29 @@ def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
     assert "blackhole" not in lab.vms["target"].run("ip route", timeout=30).stdout
 
 
+@pytest.mark.long  # a guest reset under TCG takes minutes: benchmarks/long_vm_tests.py runs it
+def test_a_guest_whose_agent_is_silent_is_rebooted_without_the_steps_it_cannot_take(pair):
+    """A wedged guest kernel answers nothing, its agent included (here the agent is stopped):
+    down/up and the NIC reset would each wait out the agent, so both hosts are rebooted at once."""
+    driver, lab = pair
+    target = lab.vms["target"]
+    target.spawn("sleep 1; kill -STOP $(pgrep -f '^python3 /usr/lib/sanlab/agent.py')")
+    time.sleep(3)
+    assert not target.answers(5)
+    heard: list[str] = []
+    started = time.monotonic()
+    revived = lab.restart_link("fabric", heard.append)
+    assert revived.ok and revived.detail.startswith("reboot: "), revived.detail
+    assert "(before it: target: no answer from the agent within 20 s)" in revived.detail, revived.detail
+    said = "link fabric: target: no answer from the agent within 20 s; next: reboot of initiator and target"
+    assert heard[0] == said, heard
+    assert not any("down/up" in line or "NIC reset" in line for line in heard), heard
+    print(f"silent agent to a link that answers: {time.monotonic() - started:.0f} s")
+    for vm in lab.vms.values():
+        out = vm.run("rdma link show", timeout=30).stdout
+        assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
+
+
 def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     """The initiator's end is down: Connect fails at once, the doctor revives the link, the rerun passes."""
     driver, lab = pair
