@@ -52,19 +52,29 @@ def wait_until(host, probe: str) -> None:
     host.run(f"for i in $(seq 120); do {probe} && exit 0; sleep 0.5; done; exit 1", timeout=90).check()
 
 
+# perftest turns cycles into seconds with a clock rate it measures by regression against
+# gettimeofday; on a loaded TCG host the fit can fall below its r^2 of 0.9, and then it
+# prints this and no report.  That is the emulated CPU's clock, not the RDMA path: such a
+# run is made again, at most twice more.
+CLOCK_UNMEASURED = "Correlation coefficient r^2"
+
+
 def test_ib_write_bw_over_rdma_cm(pair):
     driver, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     server_ip = lab.plan.addresses[("fabric", "target")]
     args = f"-R -d {driver}_fabric -s 65536 -n 200 --report_gbits"
-    target.spawn(f"ib_write_bw {args}", log="/tmp/ib_write_bw.log")
-    try:
-        # A connect before the server listens is REJECTED; under load no fixed sleep
-        # is enough, so wait for its RDMA CM id to be in state LISTEN.
-        wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*ib_write_bw'")
-        result = initiator.run(f"ib_write_bw {args} {server_ip}", timeout=180)
-    finally:  # a server left waiting holds the RDMA device, and later tests reset it
-        target.run("pkill -x ib_write_bw || true", timeout=30)
+    for _ in range(3):
+        target.spawn(f"ib_write_bw {args}", log="/tmp/ib_write_bw.log")
+        try:
+            # A connect before the server listens is REJECTED; under load no fixed sleep
+            # is enough, so wait for its RDMA CM id to be in state LISTEN.
+            wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*ib_write_bw'")
+            result = initiator.run(f"ib_write_bw {args} {server_ip}", timeout=180)
+        finally:  # a server left waiting holds the RDMA device, and later tests reset it
+            target.run("pkill -x ib_write_bw; while pgrep -x ib_write_bw; do sleep 0.2; done", timeout=30)
+        if result.ok or CLOCK_UNMEASURED not in result.stderr:
+            break
     assert result.ok, result.stderr + result.stdout
     row = [line.split() for line in result.stdout.splitlines() if line.strip().startswith("65536")]
     assert row and float(row[-1][3]) > 0, result.stdout  # BW average, Gb/s
