@@ -496,7 +496,10 @@ def _consult(
     points back from wherever they were already recorded.  On a link that
     answers, the failure stands; but if ``stuck`` finds tasks the target left
     waiting in the kernel, its hosts are rebooted so that the targets after it
-    do not inherit them.
+    do not inherit them.  A target that failed before any of its I/O ran
+    (an export or a login that hung in what the targets before it left in
+    the kernel) has measured nothing, so after that reboot it runs once
+    more, on clean hosts, and its records say so in ``note``.
     """
     try:
         health: LinkState = doctor.check_link(link)
@@ -507,8 +510,16 @@ def _consult(
     except SanlabError as exc:  # a host that no longer answers its agent: its kernel is wedged
         health = _Unchecked(f"could not be checked: {str(exc).splitlines()[0]}")
     if health.ok:
-        finding = f"link {link} answered afterwards{_cleared(doctor, link, name, stuck, say)}"
-        return [_with_link(r, finding) for r in attempt]
+        cleared, rebooted = _cleared(doctor, link, name, stuck, say)
+        if rebooted and not _measured(attempt):
+            say(f"{name}: it failed before its I/O began; running {name} once more on the rebooted hosts")
+            note = (
+                f"first attempt failed before its I/O began, on link {link}, which answered; "
+                f"tasks stayed stuck in the kernel, so the hosts were rebooted: {_first_error(attempt)}"
+            )
+            withdraw()
+            return [r.model_copy(update={"note": note}) for r in rerun()]
+        return [_with_link(r, f"link {link} answered afterwards{cleared}") for r in attempt]
     say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
     try:
         revived = doctor.restart_link(link, _prefixed(say, name))
@@ -528,17 +539,25 @@ def _consult(
     return [r.model_copy(update={"note": note}) for r in rerun()]
 
 
-def _cleared(doctor: LinkDoctor, link: str, name: str, stuck: Callable[[], str], say: Say) -> str:
-    """Reboot ``link``'s hosts if tasks stay stuck in their kernels; what was found and done."""
+def _cleared(
+    doctor: LinkDoctor, link: str, name: str, stuck: Callable[[], str], say: Say
+) -> tuple[str, bool]:
+    """Reboot ``link``'s hosts if tasks stay stuck in their kernels: what was found and done,
+    and whether the hosts were rebooted."""
     left = stuck()
     if not left:
-        return ""
+        return "", False
     say(f"{name}: link {link} answers, but tasks stay stuck in the kernel; rebooting its hosts")
     try:
         doctor.reboot_link_hosts(link, _prefixed(say, name))
     except SanlabError as exc:
-        return f"{left}\n  rebooting the hosts failed: {str(exc).splitlines()[0]}"
-    return f"{left}\n  the hosts were rebooted, so that the targets after it start clean"
+        return f"{left}\n  rebooting the hosts failed: {str(exc).splitlines()[0]}", False
+    return f"{left}\n  the hosts were rebooted, so that the targets after it start clean", True
+
+
+def _measured(attempt: list[ResultRecord]) -> bool:
+    """Whether any point of ``attempt`` ran its I/O (fio gave figures, errors included)."""
+    return any(r.iops is not None or r.io_errors is not None for r in attempt)
 
 
 def _with_link(record: ResultRecord, finding: str) -> ResultRecord:

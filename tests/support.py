@@ -44,9 +44,10 @@ def require_path(path: Path, what: str) -> Path:
 
 
 def reruns(records) -> int:
-    """How many records come from a second attempt, made after the link doctor revived a
-    stalled link (``sanlab run`` does the same; such a record's note says so)."""
-    return sum(1 for r in records if r.note and "stalled link" in r.note)
+    """How many records come from a second attempt: made after the link doctor revived a
+    stalled link, or rebooted the hosts of a target that failed before its I/O began
+    (``sanlab run`` does the same; such a record's note says so)."""
+    return sum(1 for r in records if r.note and r.note.startswith("first attempt failed"))
 
 
 def _default_sigint() -> None:
@@ -91,3 +92,24 @@ def run_scenario(data: dict, folder: Path, timeout: float) -> tuple[subprocess.C
         cwd=REPO,
     )
     return result, out
+
+
+def attempts(heard: list[str]) -> list[list[str]]:
+    """What a run said, split where a target is exported: one list per attempt at a target."""
+    split: list[list[str]] = []
+    for message in heard:
+        if ": exporting " in message:
+            split.append([])
+        if split:
+            split[-1].append(message)
+    return split
+
+
+def pulls_per_attempt(heard: list[str], pulled: str, back: tuple[str, ...]) -> None:
+    """Each attempt whose I/O ran (its result line) had its cable pulled once and saw it back;
+    one that failed before its I/O began was pulled at most once; every pull came back."""
+    for said in attempts(heard):
+        pulls = sum(pulled in m for m in said)
+        assert pulls == sum(any(b in m for b in back) for m in said), said
+        finished = any(m.startswith("[") for m in said)
+        assert (pulls == 1) if finished else (pulls <= 1), said

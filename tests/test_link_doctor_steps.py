@@ -134,35 +134,69 @@ def test_a_guest_that_is_down_is_said_once_and_not_restarted():
 STUCK = "\n  initiator still stuck in kernel: iscsid (D): iscsi_iser_ep_poll [ib_iser] <- iscsi_if_rx"
 
 
-def _consult_healthy(doctor: HealthyLink, stuck: str, heard: list[str]) -> list[ResultRecord]:
-    return runner._consult(
-        doctor, "iwarp", "tgt-iser-siw", [_failed()], lambda: [_passed()], heard.append,
-        lambda: None, lambda: stuck,
+def _failed_io() -> ResultRecord:
+    """A point whose I/O ran and failed: fio gave its figures, errors included."""
+    return _failed().model_copy(update={"iops": 350.0, "io_errors": 12, "error": "fio exit 1, 12 I/O errors"})
+
+
+def _consult_healthy(
+    doctor: HealthyLink, stuck: str, heard: list[str], failed: ResultRecord | None = None
+) -> tuple[list[ResultRecord], list[bool]]:
+    withdrawn: list[bool] = []
+    records = runner._consult(
+        doctor, "iwarp", "tgt-iser-siw", [failed or _failed_io()], lambda: [_passed()], heard.append,
+        lambda: withdrawn.append(True), lambda: stuck,
     )  # fmt: skip
+    return records, withdrawn
 
 
 def test_a_failure_on_a_healthy_link_that_left_tasks_stuck_reboots_the_hosts_and_stands():
-    """The failure is the stack's and stays; the reboot only spares the targets after it."""
+    """The failure of I/O that ran is the stack's and stays; the reboot only spares the
+    targets after it."""
     doctor, heard = HealthyLink(), []
-    (record,) = _consult_healthy(doctor, STUCK, heard)
-    assert doctor.asked == ["check iwarp", "reboot hosts of iwarp"]
+    (record,), withdrawn = _consult_healthy(doctor, STUCK, heard)
+    assert doctor.asked == ["check iwarp", "reboot hosts of iwarp"] and withdrawn == []
     error = record.error or ""
-    assert error.startswith("fio exit 1\n  link iwarp answered afterwards"), error
+    assert error.startswith("fio exit 1, 12 I/O errors\n  link iwarp answered afterwards"), error
     assert "iscsid (D): iscsi_iser_ep_poll" in error and "the hosts were rebooted" in error, error
     assert record.note is None  # nothing ran again
     assert "tgt-iser-siw: initiator: rebooted, ready in 19.8 s" in heard, heard
 
 
+def test_a_target_that_failed_before_its_io_runs_again_on_the_rebooted_hosts():
+    """An export or login that hung in what earlier targets left in the kernel measured
+    nothing of this target: after the reboot it runs once more, and its record says why."""
+    doctor, heard = HealthyLink(), []
+    login = _failed().model_copy(update={"error": "initiator: iSCSI login failed (exit 139)"})
+    (record,), withdrawn = _consult_healthy(doctor, STUCK, heard, login)
+    assert doctor.asked == ["check iwarp", "reboot hosts of iwarp"] and withdrawn == [True]
+    assert record.error is None and record.verify == "pass"
+    note = record.note or ""
+    assert note.startswith("first attempt failed before its I/O began, on link iwarp, which answered"), note
+    assert note.endswith("the hosts were rebooted: initiator: iSCSI login failed (exit 139)"), note
+    assert "tgt-iser-siw: it failed before its I/O began; running tgt-iser-siw once more" in " ".join(heard)
+
+
+def test_a_setup_failure_that_left_nothing_stuck_is_not_run_again():
+    """Without stuck tasks there was no reboot, and nothing would be different a second time."""
+    doctor = HealthyLink()
+    login = _failed().model_copy(update={"error": "initiator: iSCSI login failed (exit 24)"})
+    (record,), withdrawn = _consult_healthy(doctor, "", [], login)
+    assert doctor.asked == ["check iwarp"] and withdrawn == []
+    assert record.error == "initiator: iSCSI login failed (exit 24)\n  link iwarp answered afterwards"
+
+
 def test_a_failure_on_a_healthy_link_that_left_nothing_stuck_reboots_nothing():
     doctor = HealthyLink()
-    (record,) = _consult_healthy(doctor, "", [])
+    (record,), _ = _consult_healthy(doctor, "", [])
     assert doctor.asked == ["check iwarp"]
-    assert record.error == "fio exit 1\n  link iwarp answered afterwards"
+    assert record.error == "fio exit 1, 12 I/O errors\n  link iwarp answered afterwards"
 
 
-def test_a_reboot_that_fails_is_said_in_the_error():
-    (record,) = _consult_healthy(HealthyLink(reboot_fails=True), STUCK, [])
+def test_a_reboot_that_fails_is_said_in_the_error_and_nothing_runs_again():
+    (record,), withdrawn = _consult_healthy(HealthyLink(reboot_fails=True), STUCK, [], _failed())
     assert "rebooting the hosts failed: initiator did not boot again within 180 s" in (record.error or "")
+    assert withdrawn == []
 
 
 @dataclass

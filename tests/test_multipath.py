@@ -37,7 +37,7 @@ from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets import dm_multipath, faults, runner
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.faults import FaultedRun, Window
-from support import SCENARIOS, reruns
+from support import SCENARIOS, attempts, pulls_per_attempt, reruns
 
 MULTIPATH = SCENARIOS / "multipath.yaml"
 SCSI = SCENARIOS / "multipath-scsi.yaml"
@@ -164,7 +164,8 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, data
         # every path in use again within the minute the run waits for it after the cable's return
         assert record.failback_s is not None and 0 <= record.failback_s < 60, record
         assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
-    assert sum("link a down for 20s" in m for m in heard) == len(transports) + reruns(records)
+    assert len(attempts(heard)) == len(transports) + reruns(records)
+    pulls_per_attempt(heard, "link a down for 20s", ("link a up", "link a carries no packets"))
 
 
 def test_the_throughput_dip_compares_the_outage_with_the_rate_before_it():
