@@ -414,15 +414,11 @@ class Lab:
             ("NIC reset", each_end(cables.reset)),
             ("reboot", partial(self.reboot, self._hosts(ends), say)),
         ]
-        silent = self._silent(ends)
-        failed = (
-            [f"{' and '.join(silent)}: no answer from the agent within {AGENT_PING_S:.0f} s"]
-            if silent
-            else []
-        )
-        both = " and ".join(self._hosts(ends))
-        if silent:
+        failed: list[str] = []
+        if silent := self._silent(ends):
+            failed.append(f"{' and '.join(silent)}: no answer from the agent within {AGENT_PING_S:.0f} s")
             steps = steps[-1:]
+        both = " and ".join(self._hosts(ends))
         for step, take in steps:
             if failed:
                 say(f"link {link}: {failed[-1].splitlines()[0]}; next: {step} of {both}")

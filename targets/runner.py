@@ -517,8 +517,7 @@ def _consult(
                 f"first attempt failed before its I/O began, on link {link}, which answered; "
                 f"tasks stayed stuck in the kernel, so the hosts were rebooted: {_first_error(attempt)}"
             )
-            withdraw()
-            return [r.model_copy(update={"note": note}) for r in rerun()]
+            return _again(note, rerun, withdraw)
         return [_with_link(r, f"link {link} answered afterwards{cleared}") for r in attempt]
     say(f"{name}: link {link} stalled ({health.detail}); restarting its interfaces")
     try:
@@ -535,7 +534,15 @@ def _consult(
         f"first attempt failed on a stalled link {link} ({health.detail}), revived by {step}: "
         f"{_first_error(attempt)}"
     )
-    withdraw()  # the first attempt's points give way to the rerun's
+    return _again(note, rerun, withdraw)
+
+
+def _again(
+    note: str, rerun: Callable[[], list[ResultRecord]], withdraw: Callable[[], None]
+) -> list[ResultRecord]:
+    """Run the target once more, the first attempt's points giving way to the rerun's, whose
+    records carry ``note``: why there was a second attempt."""
+    withdraw()
     return [r.model_copy(update={"note": note}) for r in rerun()]
 
 
