@@ -330,7 +330,7 @@ class Vm:
         runs each request in its own thread, so silence means the guest kernel is wedged."""
         self._must_be_up()
         try:
-            self.agent.request({"op": "ping"}, timeout)
+            self.agent.wait_ready(timeout, alive=self.running)
         except AgentError:
             return False
         return True
