@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.models.calibrate import evaluate, load_raw, solve, table_for
-from sanlab.models.calibrate_studies import calibrate, holdouts, joint_task, load_studies
+from sanlab.models.calibrate import evaluate, load_raw, table_for
+from sanlab.models.calibrate_studies import calibrate
 from sanlab.models.metrics import mape
 from sanlab.models.profile import STACKS, load_profile
 from support import REPO
@@ -56,18 +56,20 @@ def test_starwind_cpu_figures_within_30_percent(starwind):
 
 
 @pytest.fixture(scope="module")
-def studies(calibration_dir):
-    return load_studies(None, calibration_dir)
+def calibration(calibration_dir):
+    """The joint fit and its cross-validation, made once for the three tests that read them
+    (a minute of fitting: one solve, then one a split)."""
+    return calibrate(None, calibration_dir, cross_validate=True, seed=1)
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_committed_fit_is_reproducible(studies):
-    result = solve(joint_task(studies))
+def test_committed_fit_is_reproducible(calibration):
+    result = calibration.result
     committed = {
         label: load_raw(str(path))["parameters"]
         for label, path in [
             (STACKS, REPO / "models/stacks.fit.yaml"),
-            *((s.name, REPO / "models/profiles" / f"{s.name}.fit.yaml") for s in studies),
+            *((name, REPO / "models/profiles" / f"{name}.fit.yaml") for name in calibration.cells),
         ]
     }
     flat = {f"{label}.{key}": value for label, values in committed.items() for key, value in values.items()}
@@ -88,16 +90,13 @@ def test_one_linux_initiator_has_one_cost_in_every_profile():
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_cross_validation_predicts_unseen_cells(studies):
+def test_cross_validation_predicts_unseen_cells(calibration):
     """Within a bench the unseen cells are predicted within 25 %; a whole bench left out within 35 %."""
-    for label, use in holdouts(studies):
-        held = solve(joint_task(studies, use))
-        errors = []
-        for study in studies:
-            unseen = [r for r in study.rows if not use(r) and r.point.transport != "local"]
-            errors += [c.iops_error for c in evaluate(held.profiles[study.name], unseen)]
-        limit = 35.0 if label.startswith("leave") else 25.0
-        assert mape(errors) < limit, label
+    assert len(calibration.holdouts) >= 5  # reads -> writes, a bench's fastest link, a study out each
+    for held in calibration.holdouts:
+        limit = 35.0 if held.label.startswith("leave") else 25.0
+        assert held.cells > 0 and held.iops_mape_pct is not None, held.label
+        assert held.iops_mape_pct < limit, held.label
 
 
 def test_no_published_figure_inside_model_code(zeta, starwind):
@@ -112,10 +111,10 @@ def test_no_published_figure_inside_model_code(zeta, starwind):
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_the_committed_cross_validation_figures_reproduce_exactly(calibration_dir):
+def test_the_committed_cross_validation_figures_reproduce_exactly(calibration):
     """What stacks.fit.yaml (and so the READMEs) quote is what `sanlab calibrate` prints, seed 1."""
     committed = load_raw(str(REPO / "models/stacks.fit.yaml"))["result"]
-    done = calibrate(None, calibration_dir, cross_validate=True, seed=1)
+    done = calibration
     fresh = done.summary()
     assert fresh["cross_validation"] == committed["cross_validation"]
     for held in done.holdouts:  # the cells it names are its worst, and no miss is worse than them

@@ -30,19 +30,25 @@ def studies(calibration_dir):
     return load_studies(None, calibration_dir)
 
 
+@pytest.fixture(scope="module")
+def joint(studies):
+    """The joint fit of every cell, as its task and result: made once for the tests that read it."""
+    task = joint_task(studies)
+    return task, solve(task)
+
+
 def _qd1(study):
     return [r for r in study.rows if r.point.transport != "local" and r.point.outstanding == 1]
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies):
+def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies, joint):
     """With StarWind left out its NVMe stacks, drive and NIC sit at their priors: wider intervals."""
     starwind = next(s for s in studies if s.name == "starwind-2024")
     held_rows = {id(r) for r in starwind.rows}
+    held_task = joint_task(studies, lambda r: id(r) not in held_rows)
     widths = {}
-    for name, use in (("fitted", lambda r: True), ("held out", lambda r: id(r) not in held_rows)):
-        task = joint_task(studies, use)
-        fit = solve(task)
+    for name, (task, fit) in (("fitted", joint), ("held out", (held_task, solve(held_task)))):
         cells = {starwind.name: evaluate(fit.profiles[starwind.name], _qd1(starwind))}
         widths[name] = [b.log_sigma for b in bands(task, fit, cells)]
     assert len(widths["fitted"]) == 6
@@ -51,11 +57,10 @@ def test_a_cell_held_out_has_a_wider_interval_than_the_same_cell_fitted(studies)
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_a_cell_bound_by_the_wire_keeps_only_the_solvers_floor(studies):
+def test_a_cell_bound_by_the_wire_keeps_only_the_solvers_floor(studies, joint):
     """Zeta's 64 KiB reads at 10 GbE fill the link: no parameter moves them."""
     zeta = next(s for s in studies if s.name == "zeta-2016")
-    task = joint_task(studies)
-    fit = solve(task)
+    task, fit = joint
     row = next(r for r in zeta.rows if r.label == "iscsi/eth/10 randread 64k j1q32")
     (band,) = bands(task, fit, {zeta.name: evaluate(fit.profiles[zeta.name], [row])})
     assert band.log_sigma == pytest.approx(SOLVER_FLOOR, rel=1e-6)

@@ -16,6 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from sanlab.main import cli
+from sanlab.models import sweep_run
 from sanlab.models.project import project_point
 from sanlab.models.simulate import Settings
 from sanlab.models.sweep import expand, load_spec, point_seed, solve_point, to_point
@@ -215,8 +216,9 @@ def test_a_sweep_through_a_real_dask_scheduler_and_worker(tmp_path):
                 process.wait(timeout=30)
 
 
-@pytest.mark.slow  # seconds of fitting, projecting or waiting
-def test_an_unreachable_scheduler_is_one_line(tmp_path):
+def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
+    # Dask retries a refused connect until its timeout: the product waits 20 s, the test 2 s.
+    monkeypatch.setattr(sweep_run, "HANDSHAKE_S", 2.0)
     result = _sweep(
         str(_spec(tmp_path, SMALL)), "--out", str(tmp_path / "o"), "--scheduler", "tcp://127.0.0.1:9"
     )
