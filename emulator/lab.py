@@ -31,6 +31,7 @@ from sanlab.emulator import links as cables
 from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
 from sanlab.emulator.images import Image, guest_of, require_image
 from sanlab.emulator.links import Interface, configure
+from sanlab.emulator.panics import last_words
 from sanlab.emulator.qemu import (
     MGMT_ADDRESS,
     MGMT_MAC,
@@ -575,10 +576,11 @@ def live_agent_path(name: str, host: str) -> Path:
         raise SanlabError(f"lab {name!r} has no host {host!r} (hosts: {', '.join(hosts)})")
     entry = hosts[host]
     if not vm_alive(name, entry):
-        tail = _console_tail(entry)
+        path = entry.get("console_log")
+        words = last_words(Path(path)) if isinstance(path, str) else ""
         raise SanlabError(
             f"lab {name!r}: host {host!r} is down (its qemu, pid {entry['pid']}, is not running)"
-            + (f"; last console lines: {tail}" if tail else "")
+            + (f"; {words}" if words else "")
             + f"; 'sanlab lab down {name}' clears the lab"
         )
     return Path(entry["agent"])
@@ -613,17 +615,6 @@ def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]
             if not any(vm_alive(name, entry) for entry in state["hosts"].values()):
                 return
             time.sleep(poll_s)
-
-
-def _console_tail(entry: dict[str, Any], lines: int = 3) -> str:
-    path = entry.get("console_log")
-    if not isinstance(path, str):
-        return ""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.images import Image
+from sanlab.emulator.panics import last_words
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
 
 QEMU = "qemu-system-x86_64"
@@ -356,14 +357,10 @@ class Vm:
         """A VM whose QEMU has exited (a guest kernel panic ends it) answers nothing: say so
         at once, rather than let each command wait out its timeout for the agent's socket."""
         if self.process is not None and self.process.poll() is not None:
-            lines = (
-                self.console_log.read_text(errors="replace").splitlines()[-3:]
-                if self.console_log.exists()
-                else []
-            )
+            words = last_words(self.console_log)
             raise VmDown(
                 f"{self.name}: the VM is down (qemu exited with {self.process.returncode})"
-                + (f"; last console lines: {' | '.join(lines)}" if lines else "")
+                + (f"; {words}" if words else "")
             )
 
     # --- teardown -------------------------------------------------------------

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -55,13 +57,14 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
         assert up.returncode == 0, up.stderr
         listed = sanlab("lab", "list").stdout
         assert "test-cli" in listed and "initiator" in listed
-        pids = [int(p) for p in __import__("re").findall(r"pid (\d+)", listed.split("test-cli")[1])][:2]
+        pids = [int(p) for p in re.findall(r"pid (\d+)", listed.split("test-cli")[1])][:2]
         assert len(pids) == 2 and all(pid_alive(p) for p in pids)
         ran = sanlab("lab", "exec", "test-cli", "initiator", "--", "hostname")
         assert ran.returncode == 0 and ran.stdout.strip() == "initiator"
         failed = sanlab("lab", "exec", "test-cli", "target", "--", "sh", "-c", "exit 3")
         assert failed.returncode == 3
         _a_dead_clients_reply_reaches_no_one("test-cli")
+        _a_guest_whose_kernel_panicked_is_named_with_its_oops("test-cli", listed)
     finally:
         down = sanlab("lab", "down", "test-cli")
     assert down.returncode == 0, down.stderr
@@ -95,6 +98,23 @@ def _a_dead_clients_reply_reaches_no_one(lab: str) -> None:
     for step in range(10):
         ran = sanlab("lab", "exec", lab, "initiator", "--", "echo", f"step-{step}")
         assert ran.returncode == 0 and ran.stdout.strip() == f"step-{step}", (ran.stdout, ran.stderr)
+
+
+def _a_guest_whose_kernel_panicked_is_named_with_its_oops(lab: str, listed: str) -> None:
+    """A kernel panic ends the guest's QEMU (panic=-1, -no-reboot); the next command for it
+    says so in one line, with what the panic was, from the console log (emulator/panics.py)."""
+    pid = int(re.search(r"target \(pid (\d+)\)", listed.split(lab)[1]).group(1))  # type: ignore[union-attr]
+    sanlab("lab", "exec", lab, "target", "--", "sh", "-c", "echo c > /proc/sysrq-trigger", timeout=60)
+    deadline = time.monotonic() + 60
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not pid_alive(pid), "the panicked guest's QEMU is still running"
+    after = sanlab("lab", "exec", lab, "target", "--", "true")
+    said = after.stderr.strip()
+    assert after.returncode == 1 and "\n" not in said and "Traceback" not in said, said
+    assert f"host 'target' is down (its qemu, pid {pid}, is not running)" in said, said
+    assert "its kernel panicked: sysrq triggered crash (Linux 6." in said, said
+    assert "the whole oops is in target.console.log" in said, said
 
 
 @pytest.mark.parametrize("name", ["", "/tmp", "../x", "a/b", "-x", "UPPER", "x" * 40, "a b", "$(id)"])

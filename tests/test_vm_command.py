@@ -49,6 +49,6 @@ def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
         vm.run("true")
     assert isinstance(err.value, AgentError)  # what callers of the agent already catch
     assert str(err.value) == (
-        "target: the VM is down (qemu exited with 0); "
-        "last console lines: [  104.4] Kernel panic - not syncing: Fatal exception in interrupt"
+        "target: the VM is down (qemu exited with 0); its kernel panicked: Fatal exception in interrupt; "
+        "the whole oops is in target.console.log"
     )
