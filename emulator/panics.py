@@ -116,9 +116,8 @@ def _callers(report: list[str]) -> tuple[str, ...]:
     """The first frames of the oops's call trace, certain ones only (a "?" frame is a guess
     from the stack's leftovers), those inside a module preferred: that is where a storage or
     RDMA driver shows."""
-    try:
-        begin = next(i for i, line in enumerate(report) if "Call Trace:" in line)
-    except StopIteration:
+    begin = next((i for i, line in enumerate(report) if "Call Trace:" in line), None)
+    if begin is None:
         return ()
     frames: list[tuple[str, str | None]] = []
     for line in report[begin + 1 :]:
