@@ -62,8 +62,10 @@ def _request_ids() -> Iterator[str]:
 
 
 class AgentClient:
-    def __init__(self, path: Path, host: str):
+    def __init__(self, path: Path, host: str, alive: Callable[[], bool] = lambda: True):
         self.path, self.host = path, host
+        # Asked while the socket cannot be reached: a VM that died will never open it again.
+        self.alive = alive
         self._sock: socket.socket | None = None
         self._buffer = b""
         self._ids = _request_ids()
@@ -88,7 +90,7 @@ class AgentClient:
                 sock.connect(str(self.path))
             except OSError as exc:
                 sock.close()
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or not self.alive():
                     raise AgentError(
                         f"{self.host}: cannot reach the agent socket {self.path}: {exc}"
                     ) from None

@@ -16,8 +16,10 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from qemu.qmp import QMPError
 from qemu.qmp.legacy import QEMUMonitorProtocol
@@ -26,6 +28,8 @@ from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.images import Image
 from sanlab.emulator.panics import last_words
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
+
+T = TypeVar("T")
 
 QEMU = "qemu-system-x86_64"
 # A guest's uptime just after a reset may run ahead of the host's clock by this much
@@ -158,7 +162,7 @@ class Vm:
         self.spec, self.image, self.accel, self.run_dir, self.qemu = spec, image, accel, run_dir, qemu
         self.name = spec.name
         self.process: subprocess.Popen[bytes] | None = None
-        self.agent = AgentClient(self.agent_socket, spec.name)
+        self.agent = AgentClient(self.agent_socket, spec.name, alive=self.running)
         self.boot_seconds: float | None = None
 
     @property
@@ -338,20 +342,38 @@ class Vm:
 
     # --- the host interface the targets layer uses -------------------------
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
-        self._must_be_up()
-        return self.agent.run(command, timeout, stdin)
+        return self._ask(lambda: self.agent.run(command, timeout, stdin))
 
     def spawn(self, command: str, log: str = "/dev/null") -> int:
-        self._must_be_up()
-        return self.agent.spawn(command, log)
+        return self._ask(lambda: self.agent.spawn(command, log))
 
     def put(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        self._must_be_up()
-        self.agent.put(path, data, mode)
+        self._ask(lambda: self.agent.put(path, data, mode))
 
     def get(self, path: str) -> bytes:
+        return self._ask(lambda: self.agent.get(path))
+
+    def _ask(self, request: Callable[[], T]) -> T:
+        """A request to the agent of a VM that is up.  A guest that dies while it is asked
+        (its QEMU removes the agent's socket as it exits) is named as down, with its oops,
+        rather than as a socket that went missing."""
         self._must_be_up()
-        return self.agent.get(path)
+        try:
+            return request()
+        except AgentError as exc:
+            if not isinstance(exc, VmDown) and self._exited():
+                self._must_be_up()
+            raise
+
+    def _exited(self, grace: float = 2.0) -> bool:
+        """Whether QEMU has exited, or does within ``grace`` seconds (it may be on its way out)."""
+        if self.process is None:
+            return False
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _must_be_up(self) -> None:
         """A VM whose QEMU has exited (a guest kernel panic ends it) answers nothing: say so

@@ -5,6 +5,7 @@ is down for good (``HostDown``), which the link doctor does not try to mend."""
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from sanlab.emulator.agent import AgentError
 from sanlab.emulator.images import Image
 from sanlab.emulator.qemu import KERNEL_ARGS, Vm, VmSpec
 from sanlab.scenarios.errors import HostDown, SanlabError
+from support import REPO
 
 
 def _append(tmp_path: Path) -> str:
@@ -52,3 +54,22 @@ def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
         "target: the VM is down (qemu exited with 0); its kernel panicked: Fatal exception in interrupt; "
         "the whole oops is in target.console.log"
     )
+
+
+def test_a_vm_that_dies_while_it_is_asked_is_down_with_its_oops(tmp_path):
+    """Its QEMU removes the agent's socket as it exits: the request is told the VM is down and
+    why, at once, not that a socket went missing after the request's whole timeout."""
+    vm = Vm(VmSpec("initiator"), Image("k", tmp_path), "tcg", tmp_path, "qemu")
+    vm.console_log.write_bytes(
+        (REPO / "tests/data/panics/rxe-ack-double-fault-6.12.console.log").read_bytes()
+    )
+    vm.process = subprocess.Popen(["sleep", "0.5"])  # up when asked, gone a moment later
+    started = time.monotonic()
+    with pytest.raises(HostDown) as err:
+        vm.run("true", timeout=60)
+    assert time.monotonic() - started < 5
+    said = str(err.value)
+    assert said.startswith(
+        "initiator: the VM is down (qemu exited with 0); its kernel panicked: double fault"
+    )
+    assert "called from rxe_init_packet [rdma_rxe]" in said
