@@ -51,10 +51,10 @@ class Oops:
     callers: tuple[str, ...] = ()
 
     def line(self) -> str:
+        """The oops as a record's error gives it: what, where, in which kernel and task, how."""
         where = f" in {self.function}" if self.function else ""
-        facts = [f"Linux {self.kernel}" if self.kernel else "", f"task {self.comm}" if self.comm else ""]
-        facts.append(f"workqueue {self.workqueue}" if self.workqueue else "")
-        told = ", ".join(fact for fact in facts if fact)
+        known = (("Linux", self.kernel), ("task", self.comm), ("workqueue", self.workqueue))
+        told = ", ".join(f"{label} {value}" for label, value in known if value)
         text = f"kernel panicked: {self.kind}{where}" + (f" ({told})" if told else "")
         return text + (f", called from {' <- '.join(self.callers)}" if self.callers else "")
 
