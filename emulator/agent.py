@@ -141,15 +141,15 @@ class AgentClient:
                 raise AgentError(f"{self.host}: the agent connection closed (did the VM stop?)")
             self._buffer += chunk
 
-    def wait_ready(self, timeout: float, alive: Callable[[], bool] = lambda: True) -> float:
+    def wait_ready(self, timeout: float) -> float:
         """Ping until the guest answers; returns the guest's uptime in seconds.
 
-        ``alive`` is asked between pings: a VM that died (or was stopped
-        because the user pressed Ctrl-C) ends the wait at once.
+        The client's ``alive`` is asked between pings: a VM that died (or was
+        stopped because the user pressed Ctrl-C) ends the wait at once.
         """
         deadline = time.monotonic() + timeout
         while True:
-            if not alive():
+            if not self.alive():
                 raise AgentError(f"{self.host}: the VM stopped before its guest answered")
             left = deadline - time.monotonic()
             if left <= 0:

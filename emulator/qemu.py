@@ -275,7 +275,7 @@ class Vm:
         """Wait until the agent answers; a failed boot shows the last console lines."""
         started = time.monotonic()
         try:
-            self.agent.wait_ready(timeout, alive=self.running)
+            self.agent.wait_ready(timeout)
         except AgentError as exc:
             raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
         self.boot_seconds = time.monotonic() - started
@@ -307,7 +307,7 @@ class Vm:
                 why = f"{self.name} did not boot again within {timeout:.0f} s"
                 raise SanlabError(f"{why}\n{self.diagnosis()}")
             try:
-                uptime = self.agent.wait_ready(left, alive=self.running)
+                uptime = self.agent.wait_ready(left)
             except AgentError as exc:
                 raise SanlabError(f"{exc}\n{self.diagnosis()}") from None
             if uptime <= time.monotonic() - pressed + REBOOT_CLOCK_SLACK_S:
@@ -335,7 +335,7 @@ class Vm:
         runs each request in its own thread, so silence means the guest kernel is wedged."""
         self._must_be_up()
         try:
-            self.agent.wait_ready(timeout, alive=self.running)
+            self.agent.wait_ready(timeout)
         except AgentError:
             return False
         return True
