@@ -10,6 +10,8 @@ modules were on the way::
     6.12.117+deb13-amd64, task kworker/u4:0, workqueue rxe_wq), called from
     rxe_init_packet [rdma_rxe] <- prepare_ack_packet [rdma_rxe] <- ...
 
+When the oops's saved flags hold bits no x86-64 CPU sets, the line says
+so: the emulator corrupted the guest, not the kernel (``cpuflags``).
 A log with no oops in it (QEMU killed from outside, say) gives its last
 lines instead.  Only the log's tail is read, so a chatty guest costs bounded
 time and memory.
@@ -20,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from sanlab.emulator.cpuflags import impossible, saved_flags, verdict
 
 TAIL_BYTES = 256 << 10  # an oops is the end of a log; 256 KiB holds several
 FRAMES_SHOWN = 3
@@ -49,6 +53,7 @@ class Oops:
     kernel: str | None = None
     workqueue: str | None = None
     callers: tuple[str, ...] = ()
+    flags: int | None = None  # the saved EFLAGS at the fault
 
     def line(self) -> str:
         """The oops as a record's error gives it: what, where, in which kernel and task, how."""
@@ -56,7 +61,9 @@ class Oops:
         known = (("Linux", self.kernel), ("task", self.comm), ("workqueue", self.workqueue))
         told = ", ".join(f"{label} {value}" for label, value in known if value)
         text = f"kernel panicked: {self.kind}{where}" + (f" ({told})" if told else "")
-        return text + (f", called from {' <- '.join(self.callers)}" if self.callers else "")
+        text += f", called from {' <- '.join(self.callers)}" if self.callers else ""
+        emulator = self.flags is not None and impossible(self.flags)
+        return text + (f"; its {verdict(self.flags)}" if self.flags is not None and emulator else "")
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> str:
@@ -90,6 +97,7 @@ def find_oops(text: str) -> Oops | None:
         kernel=kernel.group("kernel") if kernel else None,
         workqueue=m.group(1) if (m := _first(_WORKQUEUE, report)) else None,
         callers=_callers(report),
+        flags=saved_flags("\n".join(report)),
     )
 
 
