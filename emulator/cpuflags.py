@@ -2,12 +2,12 @@
 
 RFLAGS bits 3, 5, 15 and 22-63 are reserved: a CPU keeps them 0 whatever
 the code it runs does (POPF and IRET cannot set them; Intel SDM vol. 1,
-3.4.3).  QEMU 7.2's TCG, which Debian 12 ships, now and then computes a
-guest's flags from stale lazy-flag state and keeps the result, reserved
-bits and all; measured here on both guests (targets/README.md).  The
-same garbage can set the live bits too (TF, DF, IOPL), and a kernel
-running with its direction flag set copies memory backwards: the Debian
-13 guest's crashes under rxe all carried such flags.  So a value with a
+3.4.3).  Under QEMU 7.2's TCG, which Debian 12 ships, every one of the
+Debian 13 guest's six kernel panics saved such flags (emulator/README.md);
+TCG keeps a guest's arithmetic flags lazily, and a value built from stale
+lazy state and then kept looks like these.  The same garbage can set the
+live bits too (TF, DF, IOPL), and a kernel running with its direction
+flag set copies memory backwards.  So a value with a
 reserved bit set names the emulator as the culprit, in an oops's saved
 ``EFLAGS`` and in a running guest's registers alike.
 """

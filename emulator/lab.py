@@ -28,6 +28,7 @@ from typing import Any
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator import fabric, guest_ssh
 from sanlab.emulator import links as cables
+from sanlab.emulator.cpuflags import verdict
 from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
 from sanlab.emulator.images import Image, guest_of, require_image
 from sanlab.emulator.links import Interface, configure
@@ -41,9 +42,11 @@ from sanlab.emulator.qemu import (
     pid_alive,
     process_argv,
     qemu_binary,
+    qemu_version,
     set_netdev_link,
     socket_paths,
     stop_pid,
+    tcg_warning,
 )
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
@@ -281,6 +284,8 @@ class Lab:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accel = accelerator.choose(qemu, image, say)
         say(f"lab {self.name}: starting {len(self.plan.specs)} VMs under {self.accel.upper()}")
+        if self.accel == "tcg" and (warning := tcg_warning(qemu_version(qemu))):
+            say(warning)
         for spec in self.plan.specs.values():
             vm = Vm(spec, image, self.accel, self.run_dir, qemu)
             vm.start()
@@ -514,6 +519,21 @@ class Lab:
         tmp.write_text(json.dumps(state, indent=2))
         tmp.replace(self.state_file)
 
+    def emulator_faults(self) -> list[str]:
+        """A line for each running guest whose CPU flags hold bits no x86-64 CPU sets: the
+        emulator corrupted its state, so what ran there may have gone wrong where no check
+        looked (emulator/cpuflags.py).  Asked once, as a run ends; a guest it cannot ask is
+        passed over."""
+        lines = []
+        for vm in self.vms.values():
+            try:
+                flags = vm.impossible_flags()
+            except SanlabError:
+                continue
+            if flags is not None:
+                lines.append(f"warning: {vm.name}: its CPU's {verdict(flags)}")
+        return lines
+
     def down(self) -> None:
         """Stop every VM and remove sockets and state; console logs stay."""
         for host in self.ssh_hosts.values():
@@ -703,7 +723,11 @@ def running_lab(
         lab.up(say)
         yield lab
     finally:
-        lab.down()
+        try:
+            for line in lab.emulator_faults():
+                say(line)
+        finally:
+            lab.down()
         if not keep_logs:
             clear_run_dir(run_dir)
 

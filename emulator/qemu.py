@@ -25,6 +25,7 @@ from qemu.qmp import QMPError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from sanlab.emulator.agent import AgentClient, AgentError, Completed
+from sanlab.emulator.cpuflags import impossible, live_flags
 from sanlab.emulator.images import Image
 from sanlab.emulator.panics import last_words
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
@@ -56,6 +57,24 @@ def extra_kernel_args() -> list[str]:
     return words
 
 
+# The CPU model QEMU emulates under TCG: "max", every feature TCG implements (under KVM: the
+# host's), unless $SANLAB_TCG_CPU names another for an experiment (benchmarks/debian13_smokes.py).
+TCG_CPU = "SANLAB_TCG_CPU"
+_CPU_MODEL = re.compile(r"[A-Za-z0-9_.-]+(,[A-Za-z0-9_.+=-]+)*")
+
+
+def cpu_under_tcg() -> str:
+    """The CPU model the guests run under TCG: "max", unless $SANLAB_TCG_CPU names another
+    (a QEMU ``-cpu`` value: a model, then comma-separated features; checked before a VM boots)."""
+    chosen = os.environ.get(TCG_CPU, "").strip() or "max"
+    if not _CPU_MODEL.fullmatch(chosen):
+        raise SanlabError(
+            f"${TCG_CPU}: {chosen!r} is not a QEMU CPU model "
+            "(a model name, then ,feature or ,feature=value; letters, digits and _ . - + =)"
+        )
+    return chosen
+
+
 class VmDown(AgentError, HostDown):
     """A command for a VM whose QEMU has exited: an agent error that no retry can mend."""
 
@@ -67,19 +86,56 @@ def qemu_binary() -> str:
     return path
 
 
-def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -> None:
-    """Send ``commands`` (name, arguments) to the QEMU monitor behind ``qmp_socket``, in order;
-    a monitor that refuses or does not answer is an error that says ``what`` was being done."""
+# The oldest QEMU whose TCG sanlab's guests have run on without corrupted CPU flags; 7.2 (Debian
+# 12's) corrupts them now and then (emulator/cpuflags.py).
+SOUND_TCG = (10, 0)
+
+
+def qemu_version(qemu: str) -> tuple[int, int] | None:
+    """QEMU's (major, minor), from ``--version``; None if it does not say."""
+    said = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"version (\d+)\.(\d+)", said)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def tcg_warning(version: tuple[int, int] | None) -> str | None:
+    """A line for a QEMU whose TCG is older than the one sanlab's guests run soundly on."""
+    if version is None or version >= SOUND_TCG:
+        return None
+    return (
+        f"warning: QEMU {version[0]}.{version[1]} under TCG: 7.2 now and then corrupts a guest's CPU "
+        f"flags (Debian 13's kernel crashed from it); sanlab is checked on QEMU {SOUND_TCG[0]} "
+        "(on Debian 12: apt-get install -t bookworm-backports qemu-system-x86)"
+    )
+
+
+def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -> list[object]:
+    """Send ``commands`` (name, arguments) to the QEMU monitor behind ``qmp_socket``, in order,
+    and return their replies; a monitor that refuses or does not answer is an error that says
+    ``what`` was being done."""
     monitor = QEMUMonitorProtocol(str(qmp_socket))
     try:
         monitor.settimeout(15)
         monitor.connect()
-        for name, args in commands:
-            monitor.cmd(name, **args)  # an error reply raises ExecuteError, a QMPError
+        # an error reply raises ExecuteError, a QMPError
+        return [monitor.cmd(name, **args) for name, args in commands]
     except (OSError, QMPError) as exc:
         raise SanlabError(f"QEMU would not {what}: {exc}") from None
     finally:
         monitor.close()
+
+
+def paused_registers(qmp_socket: Path, what: str) -> str:
+    """QEMU's ``info registers`` of its guest, read while it is paused for an instant: under TCG
+    a running vCPU keeps its flags in lazy parts that another thread may read half-written."""
+    replies = qmp(
+        qmp_socket,
+        what,
+        ("stop", {}),
+        ("human-monitor-command", {"command-line": "info registers"}),
+        ("cont", {}),
+    )
+    return str(replies[1])
 
 
 def set_netdev_link(qmp_socket: Path, index: int, up: bool, what: str) -> None:
@@ -200,7 +256,7 @@ class Vm:
         accel = (
             ["-accel", "kvm", "-cpu", "host"]
             if self.accel == "kvm"
-            else ["-accel", "tcg,thread=multi", "-cpu", "max"]
+            else ["-accel", "tcg,thread=multi", "-cpu", cpu_under_tcg()]
         )
         argv = [
             self.qemu,
@@ -317,6 +373,14 @@ class Vm:
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def impossible_flags(self) -> int | None:
+        """Its CPU's flags if they hold bits no x86-64 CPU sets (``cpuflags``): the emulator
+        corrupted this guest's state.  None for sound flags, or a VM that is not running."""
+        if not self.running():
+            return None
+        flags = live_flags(paused_registers(self.qmp_socket, f"show {self.name}'s registers"))
+        return flags if flags is not None and impossible(flags) else None
 
     def diagnosis(self) -> str:
         parts = []

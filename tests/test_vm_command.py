@@ -1,5 +1,6 @@
 """A VM's command line and its end: $SANLAB_GUEST_KERNEL_ARGS's module parameters reach the
-guest's kernel command line as separate words, and nothing else does; a VM whose QEMU exited
+guest's kernel command line as separate words, and nothing else does; $SANLAB_TCG_CPU's CPU
+model replaces TCG's "max", and nothing else reaches -cpu; a VM whose QEMU exited
 is down for good (``HostDown``), which the link doctor does not try to mend."""
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pytest
 
 from sanlab.emulator.agent import AgentError
 from sanlab.emulator.images import Image
-from sanlab.emulator.qemu import KERNEL_ARGS, Vm, VmSpec
+from sanlab.emulator.qemu import KERNEL_ARGS, TCG_CPU, Vm, VmSpec, qemu_version, tcg_warning
 from sanlab.scenarios.errors import HostDown, SanlabError
-from support import REPO
+from support import REPO, require_tool
 
 
 def _append(tmp_path: Path) -> str:
@@ -40,6 +41,44 @@ def test_anything_but_a_parameter_is_refused_in_one_line(monkeypatch, tmp_path, 
         _append(tmp_path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"${KERNEL_ARGS}: {word!r} is not a kernel parameter")
+
+
+def _cpu(tmp_path: Path, accel: str = "tcg") -> str:
+    argv = Vm(VmSpec("initiator"), Image("k", tmp_path), accel, tmp_path, "qemu").command()
+    return argv[argv.index("-cpu") + 1]
+
+
+def test_under_tcg_the_guests_run_max_and_under_kvm_the_hosts_cpu(monkeypatch, tmp_path):
+    monkeypatch.delenv(TCG_CPU, raising=False)
+    assert _cpu(tmp_path) == "max"
+    assert _cpu(tmp_path, accel="kvm") == "host"
+
+
+def test_sanlab_tcg_cpu_names_another_model_for_an_experiment(monkeypatch, tmp_path):
+    monkeypatch.setenv(TCG_CPU, " Westmere,+avx ")
+    assert _cpu(tmp_path) == "Westmere,+avx"
+    assert _cpu(tmp_path, accel="kvm") == "host"
+
+
+@pytest.mark.parametrize("model", ["max -S", "max;reboot", "$(id)", "max,,x", ",max", "max -accel kvm"])
+def test_anything_but_a_cpu_model_is_refused_in_one_line(monkeypatch, tmp_path, model):
+    monkeypatch.setenv(TCG_CPU, model)
+    with pytest.raises(SanlabError) as err:
+        _cpu(tmp_path)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"${TCG_CPU}: {model!r} is not a QEMU CPU model")
+
+
+def test_a_qemu_older_than_10_is_named_under_tcg_with_the_way_to_a_sound_one():
+    said = tcg_warning((7, 2))
+    assert said is not None and "\n" not in said
+    assert said.startswith("warning: QEMU 7.2 under TCG:") and "bookworm-backports" in said
+    assert tcg_warning((10, 0)) is None and tcg_warning((10, 1)) is None and tcg_warning(None) is None
+
+
+def test_the_version_is_read_from_the_real_qemu():
+    version = qemu_version(require_tool("qemu-system-x86_64"))
+    assert version is not None and version >= (7, 2)
 
 
 def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
