@@ -12,7 +12,7 @@ Measured on the 2-core development machine under TCG:
   per driver: 51-53 s run alone (emulator/README.md);
 - all eight smoke targets through SSH: 173 s, where CI runs one target per
   stack (targets/README.md);
-- the smoke scenario on the Debian 13 guest, SRP aside: 202-237 s
+- the whole smoke scenario on the Debian 13 guest: 200-340 s
   (tests/test_smoke_debian13.py);
 - the restart and reset faults on the Debian 13 guest: 137-194 s (CI runs
   them on Debian 12);
