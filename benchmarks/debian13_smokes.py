@@ -1,7 +1,7 @@
 """Does the Debian 13 guest's kernel crash on this QEMU?  Run the smoke and count.
 
 Under QEMU 7.2's TCG (Debian 12's) the Debian 13 guest (Linux 6.12.117)
-panicked in 6 of 41 runs of the smoke scenario, always with rxe at work,
+panicked in 6 of 40 runs of the smoke scenario, always with rxe at work,
 and every oops saved CPU flags no x86-64 CPU can hold: the emulator, not
 the kernel, went wrong (emulator/cpuflags.py, targets/README.md).  This
 benchmark repeats the count on the QEMU found on $PATH: it runs

@@ -3,7 +3,7 @@
 Every transport and soft-RDMA driver of ``scenarios/smoke.yaml`` runs on
 ``guest: debian-13`` with the same verified fio jobs and must pass as on
 Debian 12, SRP over rxe included.  Under QEMU 7.2's TCG the guest's 6.12
-kernel panicked in 6 of 41 full smokes, always with rxe at work and with
+kernel panicked in 6 of 40 full smokes, always with rxe at work and with
 CPU flags no x86-64 CPU can hold: QEMU 7.2 corrupts them, and sanlab now
 runs on QEMU 10 (targets/README.md; ``benchmarks/debian13_smokes.py``
 repeats the count).
