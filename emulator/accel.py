@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sanlab.emulator.images import Image, cache_root
+from sanlab.emulator.qemu import version_line
 
 PROBE_SECONDS = 12.0  # a KVM boot of this guest takes 2-3 s
 READY_MARK = b"sanlab-guest:"
@@ -27,8 +28,7 @@ def _cache_file() -> Path:
 
 
 def _host_key(qemu: str) -> str:
-    version = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    return f"{platform.release()} | {version}"
+    return f"{platform.release()} | {version_line(qemu)}"
 
 
 def choose(qemu: str, image: Image, say: Callable[[str], None] = lambda m: None) -> str:

@@ -10,6 +10,7 @@ everything from another shell.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -91,10 +92,15 @@ def qemu_binary() -> str:
 SOUND_TCG = (10, 0)
 
 
+@functools.lru_cache(maxsize=8)
+def version_line(qemu: str) -> str:
+    """The first line QEMU's ``--version`` prints (asked once a binary, a process)."""
+    return subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+
+
 def qemu_version(qemu: str) -> tuple[int, int] | None:
     """QEMU's (major, minor), from ``--version``; None if it does not say."""
-    said = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"version (\d+)\.(\d+)", said)
+    m = re.search(r"version (\d+)\.(\d+)", version_line(qemu))
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
