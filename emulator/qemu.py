@@ -133,14 +133,13 @@ def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -
 
 def paused_registers(qmp_socket: Path, what: str) -> str:
     """QEMU's ``info registers`` of its guest, read while it is paused for an instant: under TCG
-    a running vCPU keeps its flags in lazy parts that another thread may read half-written."""
-    replies = qmp(
-        qmp_socket,
-        what,
-        ("stop", {}),
-        ("human-monitor-command", {"command-line": "info registers"}),
-        ("cont", {}),
-    )
+    a running vCPU keeps its flags in lazy parts that another thread may read half-written.
+    The guest is resumed even when the read fails: a guest left paused would stall its run."""
+    try:
+        show: tuple[str, dict[str, object]] = ("human-monitor-command", {"command-line": "info registers"})
+        replies = qmp(qmp_socket, what, ("stop", {}), show)
+    finally:
+        qmp(qmp_socket, f"resume after trying to {what}", ("cont", {}))
     return str(replies[1])
 
 
