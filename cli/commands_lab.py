@@ -64,10 +64,16 @@ def images() -> None:
 )
 def images_build(force: bool, guest: str) -> None:
     """Build a guest's image for its current recipe (if not cached)."""
+    # SIGTERM (tests/bootstrap stopping its background build) unwinds like Ctrl-C, so the
+    # half-built directory is removed and mmdebstrap is stopped with it.
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         image = guest_images.build_image(_say, force=force, guest=guest)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        _say("image build interrupted; nothing of it is left in the cache")
+        sys.exit(130)
     click.echo(image.path)
 
 

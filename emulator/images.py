@@ -323,11 +323,16 @@ def _mmdebstrap(spec: dict[str, object], tar_path: Path, work: Path, progress: S
     log = work / "mmdebstrap.log"
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
-        with log.open("w") as handle:
-            for line in proc.stdout:
-                handle.write(line)
-                if line.startswith(("I: ", "sanlab:", "E: ", "W: ")):
-                    progress(line.rstrip())
+        try:
+            with log.open("w") as handle:
+                for line in proc.stdout:
+                    handle.write(line)
+                    if line.startswith(("I: ", "sanlab:", "E: ", "W: ")):
+                        progress(line.rstrip())
+        except BaseException:  # interrupted: mmdebstrap is ours, and it cleans up on SIGTERM
+            proc.terminate()
+            proc.wait()
+            raise
         if proc.wait() != 0:
             tail = "".join(log.read_text().splitlines(keepends=True)[-25:])
             raise SanlabError(f"mmdebstrap failed (exit {proc.returncode}); last lines:\n{tail}")
