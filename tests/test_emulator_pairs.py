@@ -127,6 +127,12 @@ def test_siw_ends_a_connection_with_a_reset_not_a_fin(pair):
     assert "Flags [R" in flags and "Flags [F" not in flags, flags
 
 
+# What the link does, not the RDMA device on it (tc's MTU, delay and rate, a stalled or pulled
+# cable, a rerun over NVMe/TCP), is the same virtio NIC under both drivers: checked once, on rxe.
+ONE_DRIVER = pytest.mark.parametrize("pair", ["rxe"], indirect=True)
+
+
+@ONE_DRIVER
 def test_mtu_takes_effect(pair):
     _, lab = pair
     peer = lab.plan.addresses[("fabric", "target")]
@@ -138,6 +144,7 @@ def test_mtu_takes_effect(pair):
     assert not too_big.ok
 
 
+@ONE_DRIVER
 def test_delay_takes_effect(pair):
     _, lab = pair
     peer = lab.plan.addresses[("fabric", "target")]
@@ -147,6 +154,7 @@ def test_delay_takes_effect(pair):
     assert min(rtts) >= 4.0, rtts  # 2 ms each way
 
 
+@ONE_DRIVER
 def test_rate_takes_effect(pair):
     _, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
@@ -160,6 +168,7 @@ def test_rate_takes_effect(pair):
     assert 20 < mbps <= 55, mbps  # shaped to 50 Mbit/s
 
 
+@ONE_DRIVER
 def test_a_stalled_link_is_found_and_restarted(pair):
     """A cable end that stops moving packets shows up in check_link; restart_link brings it back."""
     _, lab = pair
@@ -186,6 +195,7 @@ def test_a_stall_that_down_up_cannot_clear_is_reset(pair):
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
 
 
+@ONE_DRIVER
 def test_a_pulled_cable_drops_carrier_and_keeps_the_routes(pair):
     """QEMU's set_link, as a pulled cable: NO-CARRIER at both ends, addresses and routes stay."""
     _, lab = pair
@@ -260,6 +270,7 @@ def test_a_guest_whose_agent_is_silent_is_rebooted_without_the_steps_it_cannot_t
         assert re.search(rf"link {driver}_fabric/1 state ACTIVE .*netdev fabric", out), out
 
 
+@ONE_DRIVER
 def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     """The initiator's end is down: Connect fails at once, the doctor revives the link, the rerun passes."""
     driver, lab = pair
