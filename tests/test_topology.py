@@ -115,7 +115,7 @@ def test_a_run_connects_every_initiator_to_its_own_stretch_of_the_lun():
     scenario = load_scenario(INCAST)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
     runner.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
-    for host, offset in (("i1", None), ("i2", "--offset=8388608")):
+    for host, offset in (("i1", None), ("i2", "--offset=4194304")):
         fio = [c for c in hosts[host].commands if c.startswith("fio ")]
         assert len(fio) == 3  # nvme-tcp, nvme-rdma and iscsi
         assert all((offset in c) if offset else ("--offset=" not in c) for c in fio)
