@@ -19,6 +19,8 @@ Measured on the 2-core development machine under TCG:
   guests: Debian 12 155-270 s beside the other VM tests, Debian 13 137-194 s
   (CI runs one of each kind on Debian 12: tgt restarted, an NVMe/TCP
   controller reset, an iSCSI session reset);
+- the loss and delay bursts over NVMe/TCP as well as NVMe/RDMA: the pair
+  took 67-129 s in CI's tier, which keeps NVMe/RDMA over rxe;
 - a switch port down under a shared target, four VMs: 74-100 s
   (tests/test_port_down.py);
 - NVMe/TCP TLS and NVMe in-band authentication on Debian 13: 40 and 33 s,

@@ -77,9 +77,19 @@ def test_lab_fault_pulls_a_cable_by_hand(guest_image):
         _sanlab("lab", "down", "test-fault")
 
 
-def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, tmp_path):
-    """5 % loss for 3 s, then 20 ms delay for 3 s: both transports carry on, every block verified."""
+@pytest.mark.parametrize(
+    "names",
+    [
+        # RoCE over rxe under loss (go-back-N retransmission) in CI; NVMe/TCP as well in
+        # benchmarks/long_vm_tests.py, for CI's 25 minutes (the pair costs 67-129 s there).
+        pytest.param(("nvme-rdma",), id="nvme-rdma"),
+        pytest.param(("nvme-tcp", "nvme-rdma"), id="both", marks=pytest.mark.long),
+    ],
+)
+def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(names, guest_image, tmp_path):
+    """5 % loss for 3 s, then 20 ms delay for 3 s: the transports carry on, every block verified."""
     scenario = load_scenario(SCENARIOS / "burst.yaml")
+    scenario = scenario.model_copy(update={"targets": [t for t in scenario.targets if t.name in names]})
     heard: list[str] = []
 
     def say(message: str) -> None:
@@ -88,16 +98,16 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(guest_image, 
 
     with running_lab(scenario, "test-burst", print, keep_logs=False) as lab:
         records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
-    assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma"]
+    assert [r.transport for r in records] == list(names)
     for record in records:
         assert record.error is None, record.error
         assert record.verify == "pass" and record.verified_bytes == 16 << 20, record
         assert record.io_errors == 0 and record.verify_errors == 0, record
         assert record.throughput_dip_pct is not None and 0 <= record.throughput_dip_pct <= 100, record
         assert record.failover_s is None  # one path: nothing to fail over to
-    assert sum("link roce loses 5% for 3s" in m for m in heard) == 2
-    assert sum("link roce delays 20ms for 3s" in m for m in heard) == 2
-    assert sum("link roce clear" in m for m in heard) == 4
+    assert sum("link roce loses 5% for 3s" in m for m in heard) == len(names)
+    assert sum("link roce delays 20ms for 3s" in m for m in heard) == len(names)
+    assert sum("link roce clear" in m for m in heard) == 2 * len(names)
 
 
 # The whole restart scenario, six targets, runs on both guests in benchmarks/long_vm_tests.py
