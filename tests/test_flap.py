@@ -77,6 +77,14 @@ def test_lab_fault_pulls_a_cable_by_hand(guest_image):
         _sanlab("lab", "down", "test-fault")
 
 
+def _only(scenario, names: tuple[str, ...]):
+    """SCENARIO with only the targets NAMES, their faults and the links' faults."""
+    targets = [t for t in scenario.targets if t.name in names]
+    faults = [f for f in scenario.faults if f.target is None or f.target in names]
+    assert {t.name for t in targets} == set(names), names
+    return scenario.model_copy(update={"targets": targets, "faults": faults})
+
+
 @pytest.mark.parametrize(
     "names",
     [
@@ -88,8 +96,7 @@ def test_lab_fault_pulls_a_cable_by_hand(guest_image):
 )
 def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(names, guest_image, tmp_path):
     """5 % loss for 3 s, then 20 ms delay for 3 s: the transports carry on, every block verified."""
-    scenario = load_scenario(SCENARIOS / "burst.yaml")
-    scenario = scenario.model_copy(update={"targets": [t for t in scenario.targets if t.name in names]})
+    scenario = _only(load_scenario(SCENARIOS / "burst.yaml"), names)
     heard: list[str] = []
 
     def say(message: str) -> None:
@@ -119,15 +126,6 @@ ALL_RESTART_TARGETS = ("nvme-tcp", "iscsi", "nvme-rdma", "nvme-tcp-reset", "iscs
 CI_RESTART_TARGETS = ("nvme-tcp-reset", "iscsi-reset", "tgt")
 
 
-def _restart_scenario(guest: str, names: tuple[str, ...]):
-    """restart.yaml on GUEST, keeping only the targets NAMES and their faults."""
-    scenario = load_scenario(SCENARIOS / "restart.yaml")
-    targets = [t for t in scenario.targets if t.name in names]
-    faults = [f for f in scenario.faults if f.target in names]
-    assert [t.name for t in targets] == [n for n in ALL_RESTART_TARGETS if n in names]
-    return scenario.model_copy(update={"guest": guest, "targets": targets, "faults": faults})
-
-
 @pytest.mark.parametrize(
     ("guest", "names"),
     [
@@ -141,7 +139,7 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest, names, re
     their controllers, an iSCSI session loses its connection: the I/O comes back, every
     block verified, and the recovery is recorded, on both guests."""
     request.getfixturevalue("debian_13_image" if guest == "debian-13" else "guest_image")
-    scenario = _restart_scenario(guest, names)
+    scenario = _only(load_scenario(SCENARIOS / "restart.yaml"), names).model_copy(update={"guest": guest})
     heard: list[str] = []
 
     def say(message: str) -> None:
