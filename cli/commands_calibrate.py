@@ -60,7 +60,7 @@ def calibrate(
 
     \b
     Example:
-      sanlab calibrate --data ../shared/calibration --write
+      sanlab calibrate --write
       sanlab calibrate --runs runs/mine runs/mine-64k --name my-lab
       sanlab model --profile my-lab --transport nvme-rdma --fabric roce --bs 4k --numjobs 8
     """

@@ -62,21 +62,13 @@ def _as_option(problem: Problem) -> Problem:
 
 
 def _published_for(scenario: Scenario) -> list[Measured]:
-    """Published rows for the scenario's profiles, when shared/calibration is at hand."""
+    """Published rows for the scenario's profiles, from the tables the package ships."""
     rows: list[Measured] = []
     for name in dict.fromkeys(p.profile for p in scenario.projections):
         table = load_profile(name).calibration.get("data")
         if not table:
             continue
-        try:
-            rows += load_table(calibration_dir() / table, name)
-        except SanlabError:
-            click.echo(
-                "note: published tables not found; showing projections only "
-                "(set SANLAB_CALIBRATION to compare)",
-                err=True,
-            )
-            return []
+        rows += load_table(calibration_dir() / table, name)
     return rows
 
 

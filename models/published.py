@@ -1,4 +1,4 @@
-"""Published measurements (shared/calibration/*.csv) as model points.
+"""Published measurements (models/data/published/*.csv) as model points.
 
 These tables are inputs to fitting and to comparison, never constants of
 the model: this module only reads them.  A row becomes a ``Point`` on the
@@ -8,7 +8,6 @@ profile of the same name plus the measured figures.
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,20 +34,22 @@ class Measured:
         return f"{p.transport}/{p.fabric}/{p.link_gbps:g} {shape}"
 
 
+PUBLISHED_DIR = Path(__file__).resolve().parent / "data" / "published"
+
+
 def calibration_dir(explicit: str | Path | None = None) -> Path:
-    """Where the published CSVs are: --data, $SANLAB_CALIBRATION, or shared/ near here."""
-    candidates = [explicit, os.environ.get("SANLAB_CALIBRATION")]
-    here = Path.cwd()
-    candidates += [here / "shared/calibration", here.parent / "shared/calibration"]
-    repo = Path(__file__).resolve().parent.parent
-    candidates += [repo.parent / "shared/calibration"]
-    for candidate in candidates:
-        if candidate and Path(candidate, "zeta-2016.csv").is_file():
-            return Path(candidate)
-    raise SanlabError(
-        "cannot find the calibration tables (zeta-2016.csv): pass --data DIR or set "
-        "SANLAB_CALIBRATION to the shared/calibration folder"
-    )
+    """Where the published CSVs are: ``--data DIR`` when given, else the tables that ship
+    inside the package (models/data/published, with their provenance in its README).
+
+    Nothing outside the package is searched: a clone or a wheel stands on its own, and a
+    folder beside the checkout is never read by surprise."""
+    folder = Path(explicit) if explicit else PUBLISHED_DIR
+    if not Path(folder, "zeta-2016.csv").is_file():
+        raise SanlabError(
+            f"calibration tables: {folder} holds no zeta-2016.csv; give --data a folder of "
+            f"tables like {PUBLISHED_DIR}"
+        )
+    return folder
 
 
 def load_table(path: Path, profile: str, select: dict[str, Any] | None = None) -> list[Measured]:
@@ -67,7 +68,7 @@ POST_SELECT = ("note_contains", "initiator_contains", "fabric", "link_gbps", "mt
 
 
 def from_posts(rows: list[dict[str, str]], select: dict[str, Any]) -> list[dict[str, str]]:
-    """The rows of a posts table (shared/calibration/linux-nvme-tcp-2019-2020.csv) that
+    """The rows of a posts table (models/data/published/linux-nvme-tcp-2019-2020.csv) that
     ``select`` picks, in the columns ``measured`` reads.
 
     The posts state transport, queue depth, jobs, IOPS and mean latency; the

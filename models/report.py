@@ -1,6 +1,6 @@
 """Set projections beside published measurements: text, CSV and PNG charts.
 
-The published values come from shared/calibration (read by ``published``);
+The published values come from models/data/published (read by ``published``);
 this module only matches rows by their workload point and does arithmetic.
 """
 

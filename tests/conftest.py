@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support import SHARED, require_path
+from sanlab.models import published
 
 FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
 
@@ -47,7 +47,8 @@ def _fast_tier_starts_no_process(request, monkeypatch):
 
 @pytest.fixture(scope="session")
 def calibration_dir() -> Path:
-    return require_path(SHARED / "calibration", "shared/calibration (the published tables)")
+    """The published tables the package ships (models/data/published)."""
+    return published.calibration_dir()
 
 
 @pytest.fixture(scope="session")

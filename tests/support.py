@@ -19,7 +19,6 @@ import pytest
 from sanlab.targets.dryrun import Reply  # noqa: F401 - what a scripted host answers (a targets Result)
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 SCENARIOS = REPO / "scenarios"
 
 
@@ -29,15 +28,6 @@ def require_tool(name: str) -> str:
     if path:
         return path
     message = f"{name} is not installed (install it, or run the README's test command)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI=true and {message}")
-    pytest.skip(message)
-
-
-def require_path(path: Path, what: str) -> Path:
-    if path.exists():
-        return path
-    message = f"{what} not found at {path}"
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and {message}")
     pytest.skip(message)

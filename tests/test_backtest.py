@@ -100,7 +100,7 @@ def test_cross_validation_predicts_unseen_cells(calibration):
 
 
 def test_no_published_figure_inside_model_code(zeta, starwind):
-    """Published IOPS and MiB/s live in shared/calibration only, never in models/."""
+    """Published IOPS and MiB/s live in the tables (models/data/published) only, never in model code."""
     figures = {str(int(r.iops)) for r in zeta + starwind if r.iops >= 1000}
     figures |= {f"{r.bw_mibps:g}" for r in zeta + starwind if r.bw_mibps >= 100 and r.bw_mibps % 1}
     sources = [p for p in (REPO / "models").rglob("*") if p.suffix in (".py", ".yaml")]
