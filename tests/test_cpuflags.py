@@ -41,6 +41,7 @@ def test_an_oops_and_qemus_registers_are_read():
     assert live_flags("EIP=0000fff0 EFL=00000002 [-------] CPL=0") == 0x2
 
 
+@pytest.mark.subprocess  # starts a real qemu, paused
 def test_a_real_qemus_paused_registers_hold_sound_flags(tmp_path):
     """A CPU just out of reset holds RFLAGS 2; read through QMP as a run's end reads a guest's."""
     qemu = require_tool("qemu-system-x86_64")

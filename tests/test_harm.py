@@ -150,6 +150,7 @@ def test_report_replaces_its_own_files_beside_the_users(tmp_path):
     assert OutputFolder.open(report, "--report").foreign() == ["mine.txt"]
 
 
+@pytest.mark.subprocess  # the sweep starts Dask workers
 def test_sweep_never_writes_through_a_symlinked_table(tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(
@@ -208,6 +209,7 @@ def test_a_stale_keeper_file_never_gets_a_stranger_killed(tmp_path, stranger, st
 # --- a real host's own iSCSI initiator name ----------------------------------------
 
 
+@pytest.mark.subprocess  # runs the host recipe through a shell
 def test_the_initiator_name_file_of_a_host_is_never_replaced(tmp_path):
     """On a real machine /etc/iscsi/initiatorname.iscsi is the owner's identity (its
     target's ACLs may name it); sanlab's name travels in its own iface record instead."""

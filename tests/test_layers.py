@@ -23,6 +23,11 @@ and nothing imports it.
 from __future__ import annotations
 
 import ast
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -76,3 +81,65 @@ ORCHESTRATION = {"run_session.py", "on_machines.py", "lab_targets.py", "lab_keep
 def test_only_orchestration_in_targets_reaches_the_emulator():
     reaching = {p.name for p in (ROOT / "targets").glob("*.py") if "emulator" in _imported_layers(p)}
     assert reaching <= ORCHESTRATION
+
+
+# --- the same rules as import-linter contracts (pyproject.toml), checked by the tool -------
+
+CONTRACTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+
+
+def test_the_contracts_name_every_command_line_module():
+    """The command line is the root package's own modules: the contract lists them all, so a
+    new verb module cannot be imported from below unnoticed."""
+    cli_on_top = next(c for c in CONTRACTS if c["id"] == "cli-on-top")
+    modules = {f"sanlab.{p.stem}" for p in (ROOT / "cli").glob("*.py") if not p.stem.startswith("__")}
+    assert set(cli_on_top["forbidden_modules"]) == modules
+
+
+def _package_copy(folder: Path) -> Path:
+    """The package laid out as it installs (pyproject's package-dir), with the contracts."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for package, source in setuptools["package-dir"].items():
+        target = folder.joinpath(*package.split("."))
+        target.mkdir(parents=True, exist_ok=True)
+        for path in (ROOT / source).glob("*.py"):
+            shutil.copyfile(path, target / path.name)
+    (folder / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    return folder
+
+
+def _lint_imports(folder: Path) -> subprocess.CompletedProcess[str]:
+    env = os.environ | {"PYTHONPATH": str(folder)}
+    tool = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run(
+        [str(tool), "--no-cache"], cwd=folder, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.subprocess  # runs lint-imports
+def test_import_linter_keeps_every_contract(tmp_path):
+    result = _lint_imports(_package_copy(tmp_path))
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert f"{len(CONTRACTS)} kept, 0 broken" in result.stdout
+
+
+@pytest.mark.subprocess  # runs lint-imports
+@pytest.mark.parametrize(
+    ("module", "planted", "contract"),
+    [
+        ("scenarios/planted.py", "from sanlab.targets import runner", "each layer imports only"),
+        ("emulator/planted.py", "import sanlab.targets.fio", "each layer imports only"),
+        ("models/planted.py", "from sanlab.emulator import qemu", "know nothing of how a run was made"),
+        ("dissectors/planted.py", "from sanlab.models import network", "each layer imports only"),
+        ("targets/planted.py", "from sanlab import main", "nothing below the command line"),
+    ],
+)
+def test_a_planted_forbidden_import_breaks_its_contract(tmp_path, module, planted, contract):
+    """The contracts can fail, for the right reason: each planted import is reported by name."""
+    copy = _package_copy(tmp_path)
+    layer, name = module.split("/")
+    (copy / "sanlab" / layer / name).write_text(f'"""Planted by a test."""\n\n{planted}\n')
+    result = _lint_imports(copy)
+    assert result.returncode != 0, result.stdout[-3000:]
+    broken = result.stdout[result.stdout.index("Broken contracts") :]
+    assert contract in broken and f"sanlab.{layer}.planted" in broken, broken[-3000:]

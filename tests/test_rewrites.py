@@ -106,6 +106,7 @@ def test_a_new_connection_on_the_same_ports_starts_its_own_sequence_space(tmp_pa
     assert rewritten_retransmissions(write_pcap(tmp_path / "t.pcap", [old, again, new])) == []
 
 
+@pytest.mark.subprocess  # runs tshark through analyze
 def test_analyze_warns_and_lists_it_in_json():
     runner = CliRunner()
     printed = runner.invoke(cli, ["analyze", str(GHOST)])

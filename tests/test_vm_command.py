@@ -76,11 +76,13 @@ def test_a_qemu_older_than_10_is_named_under_tcg_with_the_way_to_a_sound_one():
     assert tcg_warning((10, 0)) is None and tcg_warning((10, 1)) is None and tcg_warning(None) is None
 
 
+@pytest.mark.subprocess  # asks the real qemu its version
 def test_the_version_is_read_from_the_real_qemu():
     version = qemu_version(require_tool("qemu-system-x86_64"))
     assert version is not None and version >= (7, 2)
 
 
+@pytest.mark.subprocess  # starts a real qemu
 def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
     vm = Vm(VmSpec("target"), Image("k", tmp_path), "tcg", tmp_path, "qemu")
     vm.console_log.write_text("[  104.4] Kernel panic - not syncing: Fatal exception in interrupt\n")
@@ -95,6 +97,7 @@ def test_a_vm_whose_qemu_exited_is_down_for_good(tmp_path):
     )
 
 
+@pytest.mark.subprocess  # starts a real qemu
 def test_a_vm_that_dies_while_it_is_asked_is_down_with_its_oops(tmp_path):
     """Its QEMU removes the agent's socket as it exits: the request is told the VM is down and
     why, at once, not that a socket went missing after the request's whole timeout."""
