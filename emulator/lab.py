@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.emulator import accel as accelerator
-from sanlab.emulator import fabric, guest_ssh
+from sanlab.emulator import fabric, guest_ssh, snapshots
 from sanlab.emulator import links as cables
 from sanlab.emulator.cpuflags import verdict
 from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
@@ -286,16 +286,22 @@ class Lab:
         say(f"lab {self.name}: starting {len(self.plan.specs)} VMs under {self.accel.upper()}")
         if self.accel == "tcg" and (warning := tcg_warning(qemu_version(qemu))):
             say(warning)
+        shapes = {name: snapshots.shape_of(spec, self.accel) for name, spec in self.plan.specs.items()}
+        saved = {shape: snapshots.ready_snapshot(image, qemu, shape, say) for shape in set(shapes.values())}
+        starts = {name: saved[shape] for name, shape in shapes.items()}
         for spec in self.plan.specs.values():
             vm = Vm(spec, image, self.accel, self.run_dir, qemu)
-            vm.start()
+            snapshots.start(vm, starts[spec.name])
             self.vms[spec.name] = vm
         self._write_state()
         pool = ThreadPoolExecutor(len(self.vms))
         try:
-            waits = pool.map(lambda v: v.wait_ready(BOOT_TIMEOUT), self.vms.values())
+            waits = pool.map(
+                lambda v: snapshots.wait_started(v, starts[v.name], BOOT_TIMEOUT, say), self.vms.values()
+            )
             for vm, seconds in zip(self.vms.values(), waits, strict=True):
-                say(f"  {vm.name}: ready in {seconds:.1f} s")
+                how = "restored" if vm.incoming else "booted"
+                say(f"  {vm.name}: {how}, ready in {seconds:.1f} s")
             list(pool.map(self._configure, self.vms.values()))
         except BaseException:
             # Ctrl-C or a failed boot: stop the VMs now, so the threads still

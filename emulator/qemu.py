@@ -225,6 +225,8 @@ class Vm:
         self.process: subprocess.Popen[bytes] | None = None
         self.agent = AgentClient(self.agent_socket, spec.name, alive=self.running)
         self.boot_seconds: float | None = None
+        # Started to load a saved machine (emulator/snapshots.py) rather than to boot.
+        self.incoming = False
 
     @property
     def agent_socket(self) -> Path:
@@ -303,6 +305,9 @@ class Vm:
             "virtserialport,chardev=agent,name=sanlab.agent",
             "-device",
             "virtio-rng-pci",
+            # A generation ID new at each start: a guest restored from a snapshot reseeds its RNG.
+            "-device",
+            "vmgenid,guid=auto",
         ]
         for i, nic in enumerate(s.nics):
             argv += [
@@ -322,7 +327,7 @@ class Vm:
                 "-device",
                 f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
             ]
-        return argv
+        return argv + (["-incoming", "defer"] if self.incoming else [])
 
     def start(self) -> None:
         self._remove_sockets()

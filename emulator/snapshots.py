@@ -1,0 +1,296 @@
+"""Guests that start from a booted snapshot instead of booting cold.
+
+Under TCG a cold boot costs about 8 s and 12 CPU-seconds, most of it the
+kernel unpacking a 230 MiB initramfs; every lab, run and VM test pays it
+for every guest.  So each guest image is booted once per device shape
+(CPUs, memory, NICs, CPU model, kernel arguments), up to the point where
+its agent answers and before anything lab-specific is set, and the
+machine's state is saved with QEMU's migration to a file (``mapped-ram``:
+RAM at fixed offsets, zero pages left as holes).  Later guests of that
+shape start with ``-incoming defer`` and load it in a fraction of a second.
+
+What a guest sees must stay true, so identity is applied after the
+restore, through the agent, before the guest is handed over:
+- its host name (and /etc/hosts), as a cold boot takes from the kernel
+  command line; the console's shell is restarted to show it;
+- each NIC's MAC: the template's NICs carry fixed MACs, set to the
+  lab's own through the guest's driver (QEMU's filter follows it), before
+  any address or RDMA device (whose GIDs come from them) exists;
+- the wall clock, which the snapshot froze at the moment it was saved;
+- entropy: every guest has a ``vmgenid`` device whose generation ID is
+  new each time QEMU starts, so the restored kernel reseeds its random
+  number generator at once (Linux's vmgenid driver), and two guests of one
+  snapshot never share a TCP sequence number or a CHAP challenge.
+QEMU's own announcement after a migration (RARP frames) is turned off:
+they would show in a capture as frames no protocol owns.
+
+A snapshot belongs to the image's key and QEMU's version line; another
+QEMU or image never finds it.  One that fails to restore costs a cold boot
+and one line saying why; ``SANLAB_SNAPSHOTS=off`` boots every guest cold.
+Labs with a management NIC (``Lab(ssh=True)``) boot cold: user-mode
+networking's forwarded port is per lab.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sanlab.emulator.images import Image, cache_root
+from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, cpu_under_tcg, extra_kernel_args, qmp, version_line
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import write_atomically
+
+FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
+SWITCH = "SANLAB_SNAPSHOTS"
+RAM_FILE = "ram"
+MANIFEST = "manifest.json"
+TEMPLATE_HOST = "template"
+SAVE_TIMEOUT_S = 180.0
+RESTORE_TIMEOUT_S = 60.0
+AGENT_AFTER_RESTORE_S = 20.0
+Command = tuple[str, dict[str, object]]
+MAPPED_RAM: Command = (
+    "migrate-set-capabilities",
+    {"capabilities": [{"capability": "mapped-ram", "state": True}]},
+)
+
+Say = Callable[[str], None]
+
+
+def template_mac(index: int) -> str:
+    """The MAC of the template's NIC ``index``: fixed, so identity finds each NIC by it."""
+    return f"52:54:00:5a:5e:{index:02x}"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a restored machine must share with the one that was saved: its devices and the
+    kernel's command line (module parameters apply when a module loads, after the restore)."""
+
+    accel: str
+    cpu: str
+    cpus: int
+    memory_mib: int
+    nics: int
+    kernel_args: tuple[str, ...]
+
+
+def enabled() -> bool:
+    value = os.environ.get(SWITCH, "on")
+    if value not in ("on", "off"):
+        raise SanlabError(f"${SWITCH}={value!r}: give on or off")
+    return value == "on"
+
+
+def shape_of(spec: VmSpec, accel: str) -> Shape | None:
+    """The spec's shape, or None where a snapshot cannot serve it (a management NIC)."""
+    if spec.ssh_port is not None:
+        return None
+    cpu = "host" if accel == "kvm" else cpu_under_tcg()
+    return Shape(accel, cpu, spec.cpus, spec.memory_mib, len(spec.nics), tuple(extra_kernel_args()))
+
+
+def snapshots_dir() -> Path:
+    return cache_root() / "snapshots"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    key: str
+    path: Path
+
+    @property
+    def ram(self) -> Path:
+        return self.path / RAM_FILE
+
+
+def snapshot_key(image: Image, qemu: str, shape: Shape) -> str:
+    facts = {"format": FORMAT, "image": image.key, "qemu": version_line(qemu), "shape": asdict(shape)}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _usable(snapshot: Snapshot) -> bool:
+    try:
+        manifest = json.loads((snapshot.path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("key") == snapshot.key and snapshot.ram.is_file()
+
+
+@contextmanager
+def _locked(key: str) -> Iterator[None]:
+    """One saver per snapshot across processes (two test workers may want the same shape)."""
+    folder = snapshots_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / f".{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def ready_snapshot(image: Image, qemu: str, shape: Shape | None, say: Say) -> Snapshot | None:
+    """The snapshot of ``shape``, saved now (once) if missing; None where guests boot cold."""
+    if shape is None or not enabled():
+        return None
+    key = snapshot_key(image, qemu, shape)
+    snapshot = Snapshot(key, snapshots_dir() / key)
+    if _usable(snapshot):
+        return snapshot
+    with _locked(key):
+        if _usable(snapshot):
+            return snapshot
+        say(f"snapshot {key}: booting a {shape.nics}-NIC guest once to save it (later guests restore it)")
+        try:
+            seconds = _save(image, qemu, shape, snapshot)
+        except SanlabError as exc:
+            say(f"snapshot {key}: not saved ({exc}); guests boot cold")
+            return None
+        say(f"snapshot {key}: saved in {seconds:.1f} s")
+    return snapshot
+
+
+def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
+    """Boot the template, wait for its agent, save it to a folder beside the final one and
+    rename that into place, so a reader never sees half a snapshot."""
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix=f".{snapshot.key}-", dir=snapshots_dir()))
+    try:
+        vm = Vm(_template_spec(shape, work), image, shape.accel, work, qemu)
+        vm.start()
+        try:
+            vm.wait_ready(RESTORE_TIMEOUT_S * 3)
+            vm.agent.close()
+            migrate: Command = ("migrate", {"uri": f"file:{work / RAM_FILE}"})
+            qmp(vm.qmp_socket, "save the template guest", ("stop", {}), MAPPED_RAM, migrate)
+            _wait_migration(vm, SAVE_TIMEOUT_S, "saving")
+        finally:
+            vm.stop(grace=1.0)
+        manifest: dict[str, object] = {"key": snapshot.key, "format": FORMAT, "image": image.key}
+        manifest |= {"qemu": version_line(qemu), "shape": asdict(shape), "saved": time.time()}
+        manifest["seconds"] = round(time.monotonic() - started, 1)
+        for leftover in work.iterdir():
+            if leftover.name != RAM_FILE:
+                leftover.unlink()
+        write_atomically(work / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        if snapshot.path.exists():  # unusable (a corrupt or older save of ours): replace it
+            shutil.rmtree(snapshot.path)
+        work.rename(snapshot.path)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return time.monotonic() - started
+
+
+def _template_spec(shape: Shape, work: Path) -> VmSpec:
+    nics = [
+        NicSpec(f"t{i}", template_mac(i), work / f"t{i}.link.sock", work / f"t{i}.peer.sock")
+        for i in range(shape.nics)
+    ]
+    return VmSpec(TEMPLATE_HOST, shape.cpus, shape.memory_mib, nics)
+
+
+def _wait_migration(vm: Vm, timeout: float, doing: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        (status,) = qmp(vm.qmp_socket, f"report on {doing}", ("query-migrate", {}))
+        status = status if isinstance(status, dict) else {}
+        state = status.get("status")
+        if state == "completed":
+            return
+        if state in ("failed", "cancelled"):
+            raise SanlabError(f"{doing} the machine's state {state}: {status.get('error-desc', '')}".strip())
+        if time.monotonic() > deadline or not vm.running():
+            raise SanlabError(f"{doing} the machine's state did not finish within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+MONITOR_TIMEOUT_S = 10.0
+
+
+def _wait_monitor(vm: Vm) -> None:
+    """QEMU listens on its monitor a moment after it starts; a QEMU that died says so."""
+    deadline = time.monotonic() + MONITOR_TIMEOUT_S
+    while not vm.qmp_socket.is_socket():
+        if not vm.running():
+            raise SanlabError("QEMU exited before its monitor opened")
+        if time.monotonic() > deadline:
+            raise SanlabError(f"QEMU's monitor did not open within {MONITOR_TIMEOUT_S:.0f} s")
+        time.sleep(0.02)
+
+
+def restore(vm: Vm, snapshot: Snapshot) -> None:
+    """Load ``snapshot`` into ``vm`` (started with ``-incoming defer``), run it, and give the
+    guest its own identity.  Raises SanlabError with the reason when any step fails."""
+    _wait_monitor(vm)
+    qmp(
+        vm.qmp_socket,
+        "load the snapshot",
+        MAPPED_RAM,
+        ("migrate-set-parameters", {"announce-rounds": 0}),
+        ("migrate-incoming", {"uri": f"file:{snapshot.ram}"}),
+    )
+    _wait_migration(vm, RESTORE_TIMEOUT_S, "loading")
+    qmp(vm.qmp_socket, "run the restored guest", ("cont", {}))
+    vm.agent.wait_ready(AGENT_AFTER_RESTORE_S)
+    vm.agent.run(identity_script(vm.spec), timeout=30).check()
+
+
+def identity_script(spec: VmSpec) -> str:
+    """The shell that makes the template this guest: name, MACs, clock, console."""
+    name = shlex.quote(spec.name)
+    lines = [
+        "set -e",
+        f"hostname {name}",
+        f"sed -i 's/^127\\.0\\.1\\.1 .*/127.0.1.1 '{name}'/' /etc/hosts",
+        f"date -s @{time.time():.3f} >/dev/null",
+    ]
+    for index, nic in enumerate(spec.nics):
+        mac = template_mac(index)
+        lines += [
+            f"dev=$(grep -l '{mac}' /sys/class/net/*/address | head -n1 | cut -d/ -f5)",
+            f'[ -n "$dev" ] || {{ echo "no NIC with the template MAC {mac}" >&2; exit 1; }}',
+            f'ip link set dev "$dev" address {shlex.quote(nic.mac)}',
+        ]
+    # The console's shell started under the template's name; init starts it again.
+    lines.append("pkill -x bash -t ttyS0 || true")
+    return "\n".join(lines)
+
+
+def start(vm: Vm, snapshot: Snapshot | None) -> None:
+    """Start ``vm``'s QEMU: to load ``snapshot`` when there is one, else to boot."""
+    vm.incoming = snapshot is not None
+    vm.start()
+
+
+def wait_started(vm: Vm, snapshot: Snapshot | None, timeout: float, say: Say) -> float:
+    """Seconds until ``vm``'s agent answered as itself: restored, or booted cold when there is
+    no snapshot or it would not restore (one line says why; that snapshot is saved anew next
+    time, and the QEMU that failed, ours, is stopped first)."""
+    if snapshot is None or not vm.incoming:
+        return vm.wait_ready(timeout)
+    started = time.monotonic()
+    try:
+        restore(vm, snapshot)
+    except SanlabError as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        say(f"  {vm.name}: snapshot {snapshot.key} did not restore ({why}); booting cold")
+        vm.stop(grace=1.0)
+        vm.agent.close()
+        (snapshot.path / MANIFEST).unlink(missing_ok=True)
+        start(vm, None)
+        return vm.wait_ready(timeout)
+    vm.boot_seconds = time.monotonic() - started
+    return vm.boot_seconds

@@ -1,0 +1,165 @@
+"""Guests restored from a booted snapshot are each themselves, and a bad snapshot costs only a
+cold boot with one line (emulator/snapshots.py).
+
+The VM tests restore two guests of one pair from one snapshot and check what a cold boot
+would have made different: host names, MACs, the wall clock, the kernel's random numbers
+(reseeded through vmgenid) and the RDMA GIDs built on them.  Then they corrupt the snapshot,
+and change QEMU's version in its key, and the lab comes up each time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sanlab.emulator import snapshots
+from sanlab.emulator.accel import choose
+from sanlab.emulator.images import Image
+from sanlab.emulator.lab import Lab, running_lab
+from sanlab.emulator.qemu import NicSpec, VmSpec, qemu_binary
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.loader import parse_scenario
+from support import SCENARIOS
+
+SHAPE = snapshots.Shape("tcg", "max", 1, 1024, 1, ())
+
+
+def test_a_snapshot_key_changes_with_the_image_qemu_and_shape(monkeypatch):
+    monkeypatch.setattr(snapshots, "version_line", lambda qemu: "QEMU emulator version 10.0.2")
+    image = Image("aaaa", Path("/nonexistent"))
+    key = snapshots.snapshot_key(image, "qemu", SHAPE)
+    assert key == snapshots.snapshot_key(image, "qemu", SHAPE)
+    assert key != snapshots.snapshot_key(Image("bbbb", Path("/nonexistent")), "qemu", SHAPE)
+    assert key != snapshots.snapshot_key(image, "qemu", snapshots.Shape("tcg", "max", 1, 1024, 2, ()))
+    assert key != snapshots.snapshot_key(image, "qemu", snapshots.Shape("tcg", "max", 1, 1024, 1, ("a=1",)))
+    monkeypatch.setattr(snapshots, "version_line", lambda qemu: "QEMU emulator version 10.1.0")
+    assert key != snapshots.snapshot_key(image, "qemu", SHAPE)
+
+
+def test_a_guest_with_a_management_nic_boots_cold():
+    assert snapshots.shape_of(VmSpec("h", ssh_port=2222), "tcg") is None
+    assert snapshots.shape_of(VmSpec("h"), "tcg") is not None
+
+
+@pytest.mark.parametrize("value", ["yes", "0", "", "OFF "])
+def test_the_switch_takes_on_or_off_only(monkeypatch, value):
+    monkeypatch.setenv(snapshots.SWITCH, value)
+    with pytest.raises(SanlabError, match=snapshots.SWITCH):
+        snapshots.enabled()
+
+
+def test_off_means_no_snapshot(monkeypatch):
+    monkeypatch.setenv(snapshots.SWITCH, "off")
+    assert snapshots.ready_snapshot(Image("k", Path("/nonexistent")), "qemu", SHAPE, print) is None
+
+
+@pytest.mark.parametrize("manifest", ["", "[]", "{}", '{"key": "other"}', "{not json"])
+def test_a_snapshot_without_its_own_manifest_is_not_used(tmp_path, manifest):
+    snap = snapshots.Snapshot("k1", tmp_path)
+    (tmp_path / snapshots.RAM_FILE).write_bytes(b"\0")
+    (tmp_path / snapshots.MANIFEST).write_text(manifest)
+    assert not snapshots._usable(snap)
+    (tmp_path / snapshots.MANIFEST).write_text(json.dumps({"key": "k1"}))
+    assert snapshots._usable(snap)
+
+
+def test_identity_finds_each_nic_by_its_template_mac_and_quotes_what_it_sets():
+    nics = [NicSpec(f"l{i}", f"52:54:00:00:00:0{i}", Path("a"), Path("b")) for i in range(2)]
+    script = snapshots.identity_script(VmSpec("target", nics=nics))
+    assert "hostname target" in script and "date -s @" in script
+    for i, nic in enumerate(nics):
+        assert f"grep -l '{snapshots.template_mac(i)}'" in script and f"address {nic.mac}" in script
+    odd = snapshots.identity_script(VmSpec("a'b; touch x"))
+    assert "hostname 'a'\"'\"'b; touch x'" in odd
+
+
+# --- restored guests, for real -----------------------------------------------------------
+
+
+def _pair(driver: str = "rxe"):
+    data = yaml.safe_load((SCENARIOS / f"pair-{driver}.yaml").read_text())
+    return parse_scenario(data, f"pair-{driver}.yaml")
+
+
+def _facts(vm) -> dict[str, str]:
+    script = (
+        "hostname; cat /sys/class/net/fabric/address; date +%s.%N; "
+        "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
+        "cat /sys/class/infiniband/*/ports/1/gids/0; ls /sys/bus/acpi/drivers/vmgenid | grep -c :"
+    )
+    host, mac, clock, random, gid, vmgenid = vm.run(script, timeout=30).check().stdout.split()
+    return {"host": host, "mac": mac, "clock": clock, "random": random, "gid": gid, "vmgenid": vmgenid}
+
+
+def _saved_long_enough_ago(image: Image, scenario, seconds: float) -> None:
+    """The pair's snapshot, saved if need be, at least ``seconds`` old: a guest that kept the
+    snapshot's frozen clock would then be that far behind."""
+    qemu = qemu_binary()
+    spec = next(iter(Lab(scenario, "test-plan", Path("/nonexistent")).plan.specs.values()))
+    snapshot = snapshots.ready_snapshot(image, qemu, snapshots.shape_of(spec, choose(qemu, image)), print)
+    assert snapshot is not None
+    saved = json.loads((snapshot.path / snapshots.MANIFEST).read_text())["saved"]
+    time.sleep(max(0.0, saved + seconds - time.time()))
+
+
+@pytest.mark.vm
+def test_two_guests_of_one_snapshot_are_each_themselves(guest_image):
+    lines: list[str] = []
+    _saved_long_enough_ago(guest_image, _pair(), 10.0)
+    with running_lab(_pair(), "test-restored", lines.append, keep_logs=False) as lab:
+        assert all(vm.incoming for vm in lab.vms.values()), lines
+        facts = {name: _facts(vm) for name, vm in lab.vms.items()}
+        now = time.time()
+    a, b = facts["initiator"], facts["target"]
+    assert (a["host"], b["host"]) == ("initiator", "target")
+    assert a["mac"] == lab.plan.interfaces["initiator"][0].mac and b["mac"] != a["mac"]
+    assert a["random"] != b["random"] and a["gid"] != b["gid"]
+    assert a["vmgenid"] == b["vmgenid"] == "1", "no vmgenid device bound: nothing reseeds the RNG"
+    for fact in (a, b):
+        assert abs(float(fact["clock"]) - now) < 5, fact  # the snapshot's own clock is 10 s older
+    assert any(re.search(r"restored, ready in \d", line) for line in lines), lines
+
+
+@pytest.mark.vm
+def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_image, monkeypatch):
+    scenario = _pair()
+    lines: list[str] = []
+    with running_lab(scenario, "test-snap-warm", lines.append, keep_logs=False) as lab:
+        key = snapshots.snapshot_key(guest_image, lab.vms["initiator"].qemu, _shape_of(lab))
+    ram = snapshots.snapshots_dir() / key / snapshots.RAM_FILE
+    with ram.open("r+b") as handle:  # the migration stream's header, garbled
+        handle.write(b"\xff" * 4096)
+    lines.clear()
+    with running_lab(scenario, "test-snap-corrupt", lines.append, keep_logs=False) as lab:
+        assert not any(vm.incoming for vm in lab.vms.values())
+        assert lab.vms["target"].run("hostname", timeout=30).check().stdout.strip() == "target"
+    said = [line for line in lines if "did not restore" in line]
+    assert len(said) == 2 and all("booting cold" in line for line in said), lines
+    # another QEMU never finds this QEMU's snapshot: it saves its own, then restores it
+    monkeypatch.setattr(snapshots, "version_line", lambda qemu: "QEMU emulator version 99.0.0")
+    lines.clear()
+    with running_lab(scenario, "test-snap-qemu", lines.append, keep_logs=False) as lab:
+        assert lab.vms["initiator"].run("hostname", timeout=30).check().stdout.strip() == "initiator"
+    assert sum("once to save it" in line for line in lines) == 1, lines
+    other = snapshots.snapshot_key(guest_image, "qemu", _shape_of(lab))
+    assert other != key
+    _remove_snapshot(other)
+
+
+def _shape_of(lab) -> snapshots.Shape:
+    shape = snapshots.shape_of(lab.plan.specs["initiator"], lab.accel)
+    assert shape is not None
+    return shape
+
+
+def _remove_snapshot(key: str) -> None:
+    """The test's own snapshot (of a QEMU that does not exist): removed, file by file."""
+    folder = snapshots.snapshots_dir() / key
+    for name in (snapshots.RAM_FILE, snapshots.MANIFEST):
+        (folder / name).unlink(missing_ok=True)
+    folder.rmdir()
