@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from sanlab.emulator import images as guest_images
-from sanlab.emulator import interactive
+from sanlab.emulator import interactive, snapshots
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.lab import (
     capture_file,
@@ -26,6 +26,7 @@ from sanlab.emulator.lab import (
     stop_lab,
     vm_alive,
 )
+from sanlab.emulator.qemu import qemu_binary, version_line
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.sizes import EXEC_TIMEOUT
@@ -106,6 +107,16 @@ def images_clean(everything: bool) -> None:
     """Remove images no recipe uses any more (and dead half-builds)."""
     for path in guest_images.clean_images(everything):
         click.echo(f"removed {path}")
+    for path in snapshots.clean_snapshots(guest_images.current_keys(), _qemu_line(), everything):
+        click.echo(f"removed snapshot {path}")
+
+
+def _qemu_line() -> str | None:
+    """The installed QEMU's version line (what a snapshot is keyed on), or None without one."""
+    try:
+        return version_line(qemu_binary())
+    except SanlabError:
+        return None
 
 
 @click.group()

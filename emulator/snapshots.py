@@ -55,6 +55,7 @@ FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
 SWITCH = "SANLAB_SNAPSHOTS"
 RAM_FILE = "ram"
 MANIFEST = "manifest.json"
+SAVING = ".saving"  # in a save's folder, with the saver's PID, until it is renamed into place
 TEMPLATE_HOST = "template"
 SAVE_TIMEOUT_S = 180.0
 RESTORE_TIMEOUT_S = 60.0
@@ -168,6 +169,7 @@ def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{snapshot.key}-", dir=snapshots_dir()))
     try:
+        (work / SAVING).write_text(f"{os.getpid()}\n")
         vm = Vm(_template_spec(shape, work), image, shape.accel, work, qemu)
         vm.start()
         try:
@@ -183,7 +185,7 @@ def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
         manifest["seconds"] = round(time.monotonic() - started, 1)
         for leftover in work.iterdir():
             if leftover.name != RAM_FILE:
-                leftover.unlink()
+                leftover.unlink()  # the template's sockets, logs and the SAVING mark: ours
         write_atomically(work / MANIFEST, json.dumps(manifest, indent=1) + "\n")
         if snapshot.path.exists():  # unusable (a corrupt or older save of ours): replace it
             shutil.rmtree(snapshot.path)
@@ -294,3 +296,55 @@ def wait_started(vm: Vm, snapshot: Snapshot | None, timeout: float, say: Say) ->
         return vm.wait_ready(timeout)
     vm.boot_seconds = time.monotonic() - started
     return vm.boot_seconds
+
+
+def clean_snapshots(current_images: set[str], qemu_line: str | None, everything: bool = False) -> list[Path]:
+    """Remove snapshots of images or a QEMU no longer current (all with ``everything``), and
+    saves a kill left half done.  Only folders sanlab marked as its own (a manifest naming
+    their key, or a save's mark whose PID is gone) lose only the files it wrote there; a
+    folder that still holds anything else is kept."""
+    removed: list[Path] = []
+    folder = snapshots_dir()
+    if not folder.is_dir():
+        return removed
+    for path in sorted(folder.iterdir()):
+        if path.is_symlink() or not path.is_dir():
+            continue
+        if _stale(path, current_images, qemu_line, everything) and _remove_ours(path):
+            removed.append(path)
+    return removed
+
+
+def _stale(path: Path, current_images: set[str], qemu_line: str | None, everything: bool) -> bool:
+    mark = path / SAVING
+    if mark.is_file() and not mark.is_symlink():
+        try:
+            os.kill(int(mark.read_text().strip()), 0)
+        except ProcessLookupError:
+            return True
+        except (ValueError, OSError):
+            return False
+        return False
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(manifest, dict) or manifest.get("key") != path.name:
+        return False
+    return everything or manifest.get("image") not in current_images or manifest.get("qemu") != qemu_line
+
+
+def _remove_ours(path: Path) -> bool:
+    """Unlink what a save writes in ``path`` (never following a link), then the folder if empty."""
+    for entry in path.iterdir():
+        ours = entry.name in (RAM_FILE, MANIFEST, SAVING) or entry.suffix in (".sock", ".log")
+        if ours and not entry.is_dir():
+            entry.unlink()
+    try:
+        path.rmdir()
+    except OSError:
+        return False
+    lock = path.parent / f".{path.name}.lock"
+    if lock.is_file() and not lock.is_symlink():
+        lock.unlink()
+    return True

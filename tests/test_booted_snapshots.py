@@ -163,3 +163,47 @@ def _remove_snapshot(key: str) -> None:
     for name in (snapshots.RAM_FILE, snapshots.MANIFEST):
         (folder / name).unlink(missing_ok=True)
     folder.rmdir()
+
+
+# --- images clean: only what sanlab saved ------------------------------------------------
+
+
+def _saved(folder: Path, key: str, image: str, qemu: str) -> Path:
+    path = folder / key
+    path.mkdir(parents=True)
+    (path / snapshots.RAM_FILE).write_bytes(b"\0" * 64)
+    manifest = {"key": key, "image": image, "qemu": qemu}
+    (path / snapshots.MANIFEST).write_text(json.dumps(manifest))
+    return path
+
+
+def test_clean_removes_snapshots_of_old_images_or_qemu_and_nothing_else(tmp_path, monkeypatch):
+    monkeypatch.setenv("SANLAB_CACHE", str(tmp_path))
+    folder = snapshots.snapshots_dir()
+    current = _saved(folder, "k-current", "img1", "QEMU 10")
+    old_image = _saved(folder, "k-old-image", "img0", "QEMU 10")
+    old_qemu = _saved(folder, "k-old-qemu", "img1", "QEMU 9")
+    users = folder / "thesis"
+    users.mkdir()
+    (users / "chapter1.tex").write_text("mine")
+    foreign = _saved(folder, "k-foreign", "img0", "QEMU 10")
+    (foreign / "notes.txt").write_text("a user's file in a stale snapshot's folder")
+    wrong_key = _saved(folder, "k-renamed", "img0", "QEMU 10")
+    (wrong_key / snapshots.MANIFEST).write_text(json.dumps({"key": "other", "image": "img0"}))
+    outside = tmp_path / "outside.bin"
+    outside.write_text("keep")
+    linked = folder / "k-link"
+    linked.symlink_to(tmp_path)
+    half = folder / ".k-half-x1"
+    half.mkdir()
+    (half / snapshots.SAVING).write_text("999999999\n")  # no such PID: a save that was killed
+    (half / snapshots.RAM_FILE).write_bytes(b"\0")
+    (half / "template.qmp.sock").write_text("")
+
+    removed = snapshots.clean_snapshots({"img1"}, "QEMU 10")
+
+    assert sorted(removed) == sorted([old_image, old_qemu, half])
+    assert current.is_dir() and (users / "chapter1.tex").read_text() == "mine"
+    assert (foreign / "notes.txt").is_file() and not (foreign / snapshots.RAM_FILE).exists()
+    assert (wrong_key / snapshots.RAM_FILE).exists() and outside.read_text() == "keep" and linked.is_symlink()
+    assert snapshots.clean_snapshots({"img1"}, "QEMU 10", everything=True) == [current]
