@@ -15,7 +15,7 @@ import click
 
 from sanlab.models import calibrate_studies, checks
 from sanlab.models.calibrate import CellError
-from sanlab.models.calibrate_runs import calibrate_and_write
+from sanlab.models.calibrate_runs import calibrate_runs, summary, write_profile
 from sanlab.models.coverage import inside_count
 from sanlab.models.uncertainty import Z95
 from sanlab.scenarios.errors import SanlabError
@@ -38,7 +38,14 @@ from sanlab.validation import fail
 )
 @click.option("--name", help="With --runs: the new profile's name (for sanlab model --profile NAME).")
 @click.option(
-    "--base", default=DEFAULT_PROFILE, show_default=True, help="With --runs: the profile to start from."
+    "--base",
+    help=f"With --runs: the profile lending the costs no record pins (default {DEFAULT_PROFILE}); "
+    "the machine itself comes from the records.",
+)
+@click.option(
+    "--accept-poor-fit",
+    is_flag=True,
+    help="With --runs: write the profile even when the fit misses a cell by over 10% (it says so).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="With --runs: print {'parameters', 'cells', 'profile'}."
@@ -51,7 +58,8 @@ def calibrate(
     seed: int,
     runs: bool,
     name: str | None,
-    base: str,
+    base: str | None,
+    accept_poor_fit: bool,
     as_json: bool,
 ) -> None:
     """Fit the software stacks' costs and each bench's hardware to the published tables, all at
@@ -66,37 +74,62 @@ def calibrate(
     """
     try:
         if runs:
-            _calibrate_runs([Path(p) for p in profiles], name, base, seed, as_json)
+            for flag, given in (("--write", write), ("--data", data is not None)):
+                if given:
+                    raise SanlabError(
+                        f"{flag} is for the published tables; --runs writes its profile to your "
+                        "profile folder (refused, so that nothing is silently ignored)"
+                    )
+            _calibrate_runs([Path(p) for p in profiles], name, base, seed, as_json, accept_poor_fit)
             return
+        if base or accept_poor_fit or name:
+            raise SanlabError("--name, --base and --accept-poor-fit go with --runs")
         _calibrate_studies(list(profiles), data, write, cross_validate, seed)
     except SanlabError as exc:
         fail(exc)
 
 
-def _calibrate_runs(dirs: list[Path], name: str | None, base: str, seed: int, as_json: bool) -> None:
+def _calibrate_runs(
+    dirs: list[Path], name: str | None, base: str | None, seed: int, as_json: bool, accept: bool
+) -> None:
+    """Fit, print the fit (every parameter's interval, every cell's error), then write or refuse."""
     if not dirs:
         raise SanlabError("--runs: give one or more run folders (each with a results.json)")
     if not name or not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,40}", name):
         raise SanlabError(f"--name {name!r}: give the new profile a name of a-z, 0-9 and '-'")
-    document = calibrate_and_write(dirs, name, base, seed)
-    if as_json:
-        click.echo(json.dumps(document, indent=2))
-        return
+    done = calibrate_runs(dirs, name, base, seed, say=lambda m: click.echo(m, err=True))
+    path = None
+    try:
+        path = write_profile(done, dirs, accept)
+    finally:
+        document = summary(done, path)
+        if as_json:
+            click.echo(json.dumps(document, indent=2))
+        else:
+            _print_fit(name, document)
+    if path:
+        click.echo(f"wrote {path}; project with: sanlab model --profile {name} ...", err=as_json)
+
+
+def _print_fit(name: str, document: dict) -> None:
     parameters = document["parameters"]
     click.echo(
-        f"== {name}: {len(parameters)} parameters fitted to {document['fitted_cells']} cells (base {base})"
+        f"== {name}: {len(parameters)} parameters fitted to {document['fitted_cells']} cells "
+        f"(costs no record pins: {document['base']})"
     )
+    click.echo(f"  {'parameter':<52} {'fitted':>10}  95% interval")
     for param, entry in parameters.items():
         low, high = entry["interval_95"]
         pinned = "" if entry["pinned"] else "  (not pinned by these cells)"
         click.echo(f"  {param:<52} {entry['value']:>10.4g}  95% [{low:.4g}, {high:.4g}]{pinned}")
+    click.echo(f"  {'cell':<44} {'measured':>10}  {'model':>10}  fit error")
     for c in document["cells"]:
+        flag = "  MISSED" if c["cell"] in document["poor_fit"] else ""
         click.echo(
-            f"  {c['cell']:<44} measured {c['measured_iops']:>10,.0f}  model {c['model_iops']:>10,.0f}  "
-            f"{c['error_pct']:+6.1f}%"
+            f"  {c['cell']:<44} {c['measured_iops']:>10,.0f}  {c['model_iops']:>10,.0f}  "
+            f"{c['error_pct']:+6.1f}%  [{c['bottleneck']}]{flag}"
         )
     click.echo(f"  IOPS MAPE {document['iops_mape_pct']:.1f}%")
-    click.echo(f"wrote {document['profile']}; project with: sanlab model --profile {name} ...")
 
 
 def _calibrate_studies(

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 
+from sanlab.models.machine import point_facts
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
 from sanlab.models.reach import past
@@ -131,6 +132,7 @@ def projected_record(
         spread = (round(iops / factor, 1), round(min(iops * factor, bound), 1))
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
     bw_mibps = round(iops * point.bs / 2**20, 2)
+    machine, backend = point_facts(point, net.mtu)
     return ResultRecord(
         mode="projected",
         transport=point.transport,
@@ -158,6 +160,8 @@ def projected_record(
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
         note=past(point, bw_mibps),
+        machine=machine,
+        backend=backend,
     )
 
 

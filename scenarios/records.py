@@ -22,6 +22,52 @@ from sanlab.scenarios.outdir import OutputFolder
 RESULTS = "results.json"
 
 
+class NicFacts(BaseModel):
+    """The NIC on the record's link, as the host reported it (``ethtool -i``, /sys, ``lspci``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = ""  # e.g. 'Mellanox MT28800 Family [ConnectX-5 Ex]'; a profile's NIC name when projected
+    driver: str = ""
+    firmware: str = ""
+    speed_gbps: float | None = None
+    mtu: int | None = None
+    pcie: str = ""  # 'x16 8.0 GT/s PCIe' (sysfs current_link_width and _speed)
+
+
+class HostFacts(BaseModel):
+    """What one host of a point was: enough for a model to stand in for it (``lscpu``, ``uname``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_model: str = ""
+    sockets: int | None = None
+    cores: int | None = None  # physical cores, all sockets
+    threads: int | None = None  # logical CPUs, all sockets
+    ghz: float | None = None  # the clock the cores sustain (lscpu's max MHz, else the current)
+    core: str | None = None  # the core design (models/cores.yaml), where the record's maker knows it
+    kernel: str = ""
+    nic: NicFacts | None = None
+
+
+class BackendFacts(BaseModel):
+    """The device behind the target: its kind (as the profiles name kinds) and model."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["null", "ramdisk", "nvme", "file", "block"]
+    model: str = ""  # 'null_blk', 'RAM disk', or the drive's model ('nvme list', /sys/block/*/device/model)
+
+
+class MachineFacts(BaseModel):
+    """Both hosts of a point, by role."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    initiator: HostFacts | None = None
+    target: HostFacts | None = None
+
+
 class ResultRecord(BaseModel):
     """One measured or projected point of a workload matrix."""
 
@@ -86,8 +132,13 @@ class ResultRecord(BaseModel):
     # aggregate of an emulated point (IOPS and bandwidth are the sum of the
     # initiators' records beside it, CPU % the average) and on projections.
     initiators: int | None = None
-    # On real machines: what each host was (CPU, kernel, NIC, firmware, PCIe), by role.
+    # On real machines: what preflight read of each host (CPU, kernel, tools, every NIC), by role.
     hardware: dict[str, Any] | None = None
+    # The machine the point describes, in the one shape runs and projections share (what
+    # ``sanlab calibrate --runs`` builds a profile from): measured from the hosts on real
+    # machines, the profile's own on a projection.
+    machine: MachineFacts | None = None
+    backend: BackendFacts | None = None
     # Set when a matrix cell failed; the run goes on and records why.
     error: str | None = None
     # What went wrong on the way but was recovered from (a stalled link that
