@@ -33,19 +33,19 @@ from sanlab.emulator.fabric import FABRIC_CPUS, FABRIC_MEMORY_MIB, SEGMENT_BASE
 from sanlab.emulator.images import Image, guest_of, require_image
 from sanlab.emulator.links import Interface, configure
 from sanlab.emulator.panics import last_words
+from sanlab.emulator.processes import Recorded, recorded, stop_ours
+from sanlab.emulator.processes import is_ours as is_process_ours
 from sanlab.emulator.qemu import (
     MGMT_ADDRESS,
     MGMT_MAC,
     NicSpec,
     Vm,
     VmSpec,
-    pid_alive,
-    process_argv,
+    own_socket,
     qemu_binary,
     qemu_version,
     set_netdev_link,
     socket_paths,
-    stop_pid,
     tcg_warning,
 )
 from sanlab.emulator.ssh import SshHost
@@ -505,6 +505,8 @@ class Lab:
             "hosts": {
                 n: {
                     "pid": vm.pid,
+                    # With the PID, names this qemu for ever: a reused PID is never taken for it.
+                    "started": vm.started_as.started if vm.started_as else None,
                     "agent": str(vm.agent_socket),
                     "console": str(vm.console_socket),
                     "console_log": str(vm.console_log),
@@ -589,10 +591,10 @@ def lab_names() -> list[str]:
     return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file()) if root.is_dir() else []
 
 
-def vm_alive(name: str, entry: dict[str, Any]) -> bool:
-    """Whether a lab host's qemu still runs (and is ours, not a recycled PID)."""
-    pid = entry.get("pid")
-    return isinstance(pid, int) and pid_alive(pid) and _is_our_qemu(pid, lab_dir(name))
+def vm_alive(name: str, entry: dict[str, Any], host: str | None = None) -> bool:
+    """Whether a lab host's qemu still runs (and is ours, not a recycled PID: ``_our_qemu``)."""
+    who, sockets = _our_qemu(name, entry, host)
+    return is_process_ours(who, paths=sockets)
 
 
 def live_agent_path(name: str, host: str) -> Path:
@@ -601,7 +603,7 @@ def live_agent_path(name: str, host: str) -> Path:
     if host not in hosts:
         raise SanlabError(f"lab {name!r} has no host {host!r} (hosts: {', '.join(hosts)})")
     entry = hosts[host]
-    if not vm_alive(name, entry):
+    if not vm_alive(name, entry, host):
         path = entry.get("console_log")
         words = last_words(Path(path)) if isinstance(path, str) else ""
         raise SanlabError(
@@ -609,7 +611,7 @@ def live_agent_path(name: str, host: str) -> Path:
             + (f"; {words}" if words else "")
             + f"; 'sanlab lab down {name}' clears the lab"
         )
-    return Path(entry["agent"])
+    return own_socket(lab_dir(name), host, "agent")  # the one its qemu was proven to name
 
 
 def capture_file(name: str, link: str) -> Path:
@@ -638,7 +640,7 @@ def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]
             if chunk:
                 yield chunk
                 continue
-            if not any(vm_alive(name, entry) for entry in state["hosts"].values()):
+            if not any(vm_alive(name, entry, host) for host, entry in state["hosts"].items()):
                 return
             time.sleep(poll_s)
 
@@ -656,9 +658,10 @@ class LabCables:
         if not ends:
             raise SanlabError(f"lab {self.name!r}: no host is on link {link!r} (or the lab predates QMP)")
         for host, entry in ends.items():
-            if not vm_alive(self.name, entry):
+            if not vm_alive(self.name, entry, host):
                 raise SanlabError(f"lab {self.name!r}: host {host!r} is down")
-            set_netdev_link(Path(entry["qmp"]), entry["links"].index(link), up, f"{host}'s link {link!r}")
+            qmp = own_socket(lab_dir(self.name), host, "qmp")  # the one its qemu was proven to name
+            set_netdev_link(qmp, entry["links"].index(link), up, f"{host}'s link {link!r}")
 
 
 def left_over(name: str) -> bool:
@@ -669,13 +672,23 @@ def left_over(name: str) -> bool:
         hosts = read_state(name)["hosts"]
     except SanlabError:
         return False
-    return not any(vm_alive(name, entry) for entry in hosts.values())
+    return not any(vm_alive(name, entry, host) for host, entry in hosts.items())
 
 
-def _is_our_qemu(pid: int, run_dir: Path) -> bool:
-    """Never kill a recycled PID: the process must be a qemu using this run dir."""
-    argv = process_argv(pid)
-    return argv is not None and "qemu" in " ".join(argv) and any(str(run_dir) in word for word in argv)
+def _our_qemu(name: str, entry: dict[str, Any], host: str | None) -> tuple[Recorded | None, list[Path]]:
+    """What proves a state entry's PID is this lab's qemu (emulator/processes.py): the PID and
+    start time the state recorded, and the sockets only that qemu names, worked out from the
+    lab's own run folder (never taken from the state file, which anyone may have edited).
+    A host's agent socket is ``<run folder>/<host>.agent.sock``; an entry whose host is not
+    known is matched on every socket it names that lies directly in this lab's folder."""
+    who = recorded(entry.get("pid"), entry.get("started"))
+    run_dir = lab_dir(name)
+    if host is not None and (Path(host).name != host or host.startswith(".")):
+        return who, []  # a host name is a name, never a path
+    if host is not None:
+        return who, [own_socket(run_dir, host, kind) for kind in ("agent", "qmp")]
+    named = [entry.get(key) for key in ("agent", "qmp")]
+    return who, [Path(p) for p in named if isinstance(p, str) and Path(p).parent == run_dir]
 
 
 def stop_lab(name: str) -> tuple[list[int], list[str]]:
@@ -694,8 +707,8 @@ def stop_lab(name: str) -> tuple[list[int], list[str]]:
         hosts = {}
     stopped, dead = [], []
     for host, entry in hosts.items():
-        if vm_alive(name, entry):
-            stop_pid(entry["pid"])
+        who, sockets = _our_qemu(name, entry, host)
+        if stop_ours(who, paths=sockets):
             stopped.append(entry["pid"])
         else:
             dead.append(host)

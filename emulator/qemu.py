@@ -9,12 +9,10 @@ everything from another shell.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -29,6 +27,8 @@ from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.cpuflags import impossible, live_flags
 from sanlab.emulator.images import Image
 from sanlab.emulator.panics import last_words
+from sanlab.emulator.processes import Recorded, process_start, recorded, stop_pid
+from sanlab.emulator.processes import pid_alive as pid_alive  # re-exported: tests ask qemu.pid_alive
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
 
 T = TypeVar("T")
@@ -227,6 +227,8 @@ class Vm:
         self.boot_seconds: float | None = None
         # Started to load a saved machine (emulator/snapshots.py) rather than to boot.
         self.incoming = False
+        # Its PID and start time once started: what proves it ours to another shell (lab.py).
+        self.started_as: Recorded | None = None
 
     @property
     def agent_socket(self) -> Path:
@@ -336,6 +338,8 @@ class Vm:
             self.process = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
             )
+        # Read at once: the start time is set at fork, so this is the qemu we started.
+        self.started_as = recorded(self.process.pid, process_start(self.process.pid))
 
     def wait_ready(self, timeout: float) -> float:
         """Wait until the agent answers; a failed boot shows the last console lines."""
@@ -466,45 +470,3 @@ class Vm:
             stop_pid(self.process.pid, grace)
             self.process.wait()
         self._remove_sockets()
-
-
-def stop_pid(pid: int, grace: float = 3.0) -> None:
-    """SIGTERM, then SIGKILL after ``grace`` seconds; quiet if it is already gone."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
-def pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs (a zombie child counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def process_argv(pid: int) -> list[str] | None:
-    """The command line ``pid`` runs, word by word; None if there is no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    return [word.decode(errors="replace") for word in raw.split(b"\0")[:-1]]
-
-
-def process_start(pid: int) -> int | None:
-    """When ``pid`` started, in clock ticks since boot: with the PID, it names one process for ever."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None

@@ -17,9 +17,7 @@ runs on them is ours.  The command line only calls ``start``, ``stop``,
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -34,7 +32,7 @@ from typing import Any
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.interactive import SCENARIO_COPY
 from sanlab.emulator.lab import LabCables, lab_dir, labs_root, live_agent_path, read_state
-from sanlab.emulator.qemu import process_argv, process_start
+from sanlab.emulator.processes import Recorded, is_ours, me, recorded, signal_ours
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
@@ -145,12 +143,7 @@ def _is_keeper(pid: object, started: object, lab: str, name: str, phase: str) ->
     process; only one whose command line is the keeper's own and whose start
     time is the one the keeper wrote down is ever signalled.
     """
-    if type(pid) is not int or pid <= 0 or type(started) is not int:
-        return False
-    argv = process_argv(pid)
-    if argv is None or argv[1:] != _keeper_argv(lab, name, phase):
-        return False
-    return process_start(pid) == started
+    return is_ours(recorded(pid, started), argv_tail=_keeper_argv(lab, name, phase))
 
 
 def held(lab: str, name: str, phase: str) -> dict[str, Any] | None:
@@ -174,7 +167,8 @@ def _release(signum: int, frame: object) -> None:
 
 def _me() -> dict[str, int | None]:
     """What proves this keeper to whoever signals it later: its PID and its start time."""
-    return {"pid": os.getpid(), "started": process_start(os.getpid())}
+    who: Recorded = me()
+    return {"pid": who.pid, "started": who.started}
 
 
 def keep(lab: str, name: str, phase: str) -> int:
@@ -194,9 +188,7 @@ def keep(lab: str, name: str, phase: str) -> int:
         path.unlink(missing_ok=True)
         return 0
     except (SanlabError, OSError) as exc:
-        _write_status(
-            path, pid=os.getpid(), started=process_start(os.getpid()), state="failed", error=str(exc)
-        )
+        _write_status(path, **_me(), state="failed", error=str(exc))
         return 1
 
 
@@ -277,16 +269,13 @@ def stop(lab: str, name: str, phase: str) -> bool:
     if status is None:
         _remove_status(lab, name, phase)
         return False
-    pid, started = int(status["pid"]), status["started"]
-    ours = partial(_is_keeper, pid, started, lab, name, phase)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
+    who, argv_tail = recorded(status["pid"], status["started"]), _keeper_argv(lab, name, phase)
+    ours = partial(is_ours, who, argv_tail=argv_tail)
+    signal_ours(who, signal.SIGTERM, argv_tail=argv_tail)
     deadline = time.monotonic() + STOP_TIMEOUT_S
     while ours() and time.monotonic() < deadline:
         time.sleep(0.2)
-    if ours():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    signal_ours(who, signal.SIGKILL, argv_tail=argv_tail)  # only if it is still the keeper
     _remove_status(lab, name, phase)
     return True
 
