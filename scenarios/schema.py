@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import sys
 from functools import cached_property
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from types import UnionType
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -23,6 +24,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    ValidatorFunctionWrapHandler,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 
     from sanlab.scenarios.plan import Plan
 
+from sanlab.scenarios.nvme_keys import check_dhchap_secret, check_tls_psk
 from sanlab.scenarios.registry import (
     DEFAULT_GUEST,
     FabricName,
@@ -187,8 +190,40 @@ Label = Annotated[str, Field(pattern=_LABEL)]
 ProfileRef = Annotated[str, Field(pattern=_PROFILE)]
 ChapText = Annotated[str, Field(pattern=_CHAP)]
 ChapName = Annotated[str, Field(pattern=_CHAP_NAME)]
-DhchapSecret = Annotated[str, Field(pattern=_DHCHAP)]
-TlsPsk = Annotated[str, Field(pattern=_TLS_PSK)]
+# The pattern says the shape (and goes into schema.json); nvme_keys.py checks what nvme-cli
+# checks: the key's length for its hash, and its CRC-32.
+DhchapSecret = Annotated[str, Field(pattern=_DHCHAP), AfterValidator(check_dhchap_secret)]
+TlsPsk = Annotated[str, Field(pattern=_TLS_PSK), AfterValidator(check_tls_psk)]
+def _shown_briefly(value: Any) -> str:
+    """A value as a one-line error shows it: quoted, cut to 40 characters."""
+    return repr(value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "...")
+
+
+def _not_a_yes_no(value: Any) -> str:
+    """What is wrong with a value where a yes/no belongs, in words."""
+    kind = {str: "a string", int: "a number", float: "a number", list: "a list", type(None): "empty"}
+    shown = "null" if value is None else _shown_briefly(value)
+    return f"{shown} is {kind.get(type(value), 'not a yes/no')}, not a valid boolean: write true or false"
+
+
+def _leaf_types(annotation: Any) -> set[Any]:
+    """The types a field's annotation is made of (through ``Annotated`` and ``|``)."""
+    args = get_args(annotation)
+    if get_origin(annotation) is Annotated:
+        return _leaf_types(args[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_leaf_types(arg) for arg in args))
+    return {annotation}
+
+
+def _yes_no_only(annotation: Any) -> bool:
+    """Whether a field takes a yes/no and no text or number (``bool``, ``bool | NvmeTls``): then
+    pydantic's lax reading of ``"yes"``, ``"on"`` or ``1`` as true is a wrong accept."""
+    leaves = _leaf_types(annotation)
+    others = leaves - {bool, type(None)}
+    return bool in leaves and all(isinstance(t, type) and issubclass(t, BaseModel) for t in others)
+
+
 SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
@@ -210,6 +245,18 @@ def _admits_bool(annotation: Any) -> bool:
     """Whether a field's type takes a yes/no anywhere in it (``bool``, ``bool | None``, ...)."""
     if annotation is bool:
         return True
+    @field_validator("*", mode="before")
+    @classmethod
+    def _only_a_yes_no_for_a_yes_no(cls, value: Any, info: ValidationInfo) -> Any:
+        """A yes/no is YAML's true or false, never a string or a number (``tls: "yes"``,
+        ``tls: 1``).  YAML 1.1's unquoted yes/no/on/off are booleans to the YAML reader
+        already, and are taken as such, like true/false."""
+        field = cls.model_fields.get(info.field_name or "")
+        scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        if field and scalar and _yes_no_only(field.annotation):
+            raise ValueError(_not_a_yes_no(value))
+        return value
+
     return any(_admits_bool(arg) for arg in get_args(annotation))
 
 
@@ -332,6 +379,17 @@ class Target(Strict):
     """A storage target on a host and the transport it exports over."""
 
     name: HostName | None = None
+    @field_validator("tls", mode="wrap")
+    @classmethod
+    def _tls_read_one_way(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """A mapping is a PSK setting and nothing else: its mistakes are said once, at its own
+        fields, not beside a "not a valid boolean" from the other reading of ``tls``."""
+        if isinstance(value, dict):
+            return NvmeTls.model_validate(value)
+        if not isinstance(value, bool):
+            raise ValueError(_not_a_yes_no(value) + " (or {psk: NVMeTLSkey-1:...})")
+        return handler(value)
+
     host: HostName
     stack: Stack
     transport: Transport

@@ -17,15 +17,13 @@ of sanlab's own (``/run``), never ``/etc/tlshd.conf``.
 
 from __future__ import annotations
 
-import base64
 import re
 import secrets
 import shlex
-import struct
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sanlab.scenarios.nvme_keys import TLS_PREFIX, interchange
 from sanlab.targets.host import Host, StackError, sh
 
 CONF = "/run/sanlab-tlshd.conf"
@@ -39,8 +37,7 @@ MODULES = ("tls", "gcm", "ccm", "chacha20poly1305", "aesni_intel", "ghash_clmuln
 def new_psk() -> str:
     """A fresh configured PSK in the interchange format, as ``nvme gen-tls-key`` makes one:
     32 random bytes and their CRC-32 (little-endian), base64, hash 01 (SHA-256)."""
-    key = secrets.token_bytes(32)
-    return f"NVMeTLSkey-1:01:{base64.b64encode(key + struct.pack('<I', zlib.crc32(key))).decode()}:"
+    return interchange(TLS_PREFIX, 1, secrets.token_bytes(32))
 
 
 def start_tlshd(host: Host) -> None:

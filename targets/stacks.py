@@ -250,6 +250,7 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
             backings,
             wiring.admitted_addresses,
             wiring.admitted_iqns,
+            _chap(target),  # an account bound to the target: no login without it (tgt.py)
         )
     )
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)

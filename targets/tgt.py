@@ -17,6 +17,15 @@ Debian's tgt 1.0.85 is built with iSER.  Making it serve iSER over iWARP
    initiator-name ACL *as well as* an address ACL; ``-I ALL`` alone admits
    TCP logins but not iSER ones.  Discovery over iSER lists nothing, so the
    initiator uses a static node record.
+
+CHAP is an account in tgtd, bound to the target for incoming logins
+(``--op new --mode account``, then ``--op bind --mode account``): once a
+target has one, tgtd answers a login that offers ``AuthMethod=None`` with
+an authentication failure (usr/iscsi/iscsid.c) and checks the CHAP
+response against the bound account's secret (usr/iscsi/chap.c).
+tgtadm hands tgtd ``user=NAME,password=SECRET`` and tgtd cuts the name
+at the first comma (usr/mgmt.c ``account_mgmt``), so a name with a comma
+cannot be set; ``validate`` refuses it (scenarios/semantics.py).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from contextlib import contextmanager
 
 from sanlab.targets.backstores import Backing
 from sanlab.targets.host import Host, StackError, sh
-from sanlab.targets.naming import TGT_TCP_PORT
+from sanlab.targets.naming import TGT_TCP_PORT, Chap
 
 POOL_MB = 128
 TID = 1
@@ -39,6 +48,7 @@ TID = 1
 PIDFILE = "/run/sanlab-tgtd.pid"
 STARTER = "/run/sanlab-tgtd.start"
 LOG = "/var/log/sanlab-tgtd.log"
+SCRIPT_END = "SANLAB_TGTD_SCRIPT_END"
 
 
 def start_lines(addresses: list[str]) -> list[str]:
@@ -54,9 +64,15 @@ def start_lines(addresses: list[str]) -> list[str]:
 
 
 def create_lines(
-    iqn: str, iser: bool, backings: list[Backing], initiator_addresses: list[str], initiator_iqns: list[str]
+    iqn: str,
+    iser: bool,
+    backings: list[Backing],
+    initiator_addresses: list[str],
+    initiator_iqns: list[str],
+    chap: Chap | None = None,
 ) -> list[str]:
-    """The target, its LUNs, and who may log in (by address and by IQN: every initiator's)."""
+    """The target, its LUNs, who may log in (by address and by IQN: every initiator's), and
+    with ``chap`` the account each login must prove it knows (``chap_lines``)."""
     tgtadm = f"tgtadm --lld {'iser' if iser else 'iscsi'}"
     lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
     for lun, backing in enumerate(backings, start=1):
@@ -67,7 +83,20 @@ def create_lines(
     lines += [
         f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {name}" for name in initiator_iqns
     ]
-    return lines
+    return lines + (chap_lines(tgtadm, chap) if chap else [])
+
+
+def chap_lines(tgtadm: str, chap: Chap) -> list[str]:
+    """An account holding the CHAP secret, bound to the target for incoming logins: from then
+    on tgtd takes no login without it.  Each value is one quoted word; tgtadm's options take
+    the next word whatever it starts with (getopt's required arguments)."""
+    if "," in chap.username:
+        raise StackError(f"tgt cannot hold a CHAP name with a comma ({chap.username!r})")
+    user, password = shlex.quote(chap.username), shlex.quote(chap.password)
+    return [
+        f"{tgtadm} --op new --mode account --user {user} --password {password}",
+        f"{tgtadm} --op bind --mode account --tid {TID} --user {user}",
+    ]
 
 
 def refuse_a_running_tgtd(host: Host) -> None:
@@ -108,12 +137,17 @@ def exported(
     backings: list[Backing],
     initiator_addresses: list[str],
     initiator_iqns: list[str],
+    chap: Chap | None = None,
 ) -> Iterator[None]:
     """sanlab's own tgtd serving ``iqn`` on ``addresses`` (one portal each, several for a
     multipath device) for the ``with`` block; stopped (only it) however it ends."""
     refuse_a_running_tgtd(host)
-    script = start_lines(addresses) + create_lines(iqn, iser, backings, initiator_addresses, initiator_iqns)
-    note = f"umask 077; printf '%s\\n' {' '.join(shlex.quote(line) for line in script)} > {STARTER}"
+    made = create_lines(iqn, iser, backings, initiator_addresses, initiator_iqns, chap)
+    script = start_lines(addresses) + made
+    # A here-document with a quoted delimiter: its lines are written as they are (no expansion),
+    # one a line, so --dry-run shows each tgtadm command as it will run; every line begins
+    # with a command word, so none can be the delimiter.
+    note = f"umask 077; cat > {STARTER} <<'{SCRIPT_END}'\n" + "\n".join(script) + f"\n{SCRIPT_END}"
     try:
         sh(host, f"{note}\n{start_script()}", f"tgt: exporting {iqn} over {'iser' if iser else 'iscsi'}")
         yield
