@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -10,6 +11,7 @@ import click
 from sanlab.dissectors.analyze import Analysis
 from sanlab.dissectors.analyze import analyze as run_analysis
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.sizes import format_size
 from sanlab.validation import writable_dir
 
@@ -60,17 +62,22 @@ def analyze(
       sanlab analyze runs/smoke/roce.pcap --json
     """
     try:
-        for picture, option in ((ladder, "--ladder"), (latency, "--latency")):
-            if picture is not None:
-                _writable_picture(picture, option)
+        saves = {
+            option: _writable_picture(picture, option)
+            for picture, option in ((ladder, "--ladder"), (latency, "--latency"))
+            if picture is not None
+        }
         result = run_analysis(pcap, decode_as, labels=ladder is not None)
         if ladder is not None:
-            _draw_ladder(result, io_index, ladder)
+            _draw_ladder(result, io_index, ladder, saves["--ladder"])
         if latency is not None:
             from sanlab.dissectors import pictures  # Matplotlib: only when a picture is asked for
 
             pictures.latency_chart(
-                result.ios, latency, f"{pcap.name}: {result.transport} over {result.fabric}"
+                result.ios,
+                latency,
+                f"{pcap.name}: {result.transport} over {result.fabric}",
+                save=saves["--latency"],
             )
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
@@ -130,15 +137,21 @@ def _warn_of_rewrites(result: Analysis) -> None:
         click.echo(f"  ... and {len(result.rewrites) - 5} more (--json lists them all)", err=True)
 
 
-def _writable_picture(path: Path, option: str) -> None:
-    """A picture goes to a new file or replaces a regular one: never a device, FIFO or folder."""
+def _writable_picture(path: Path, option: str) -> Callable[[Path, bytes], None]:
+    """How a picture is written: into its folder's manifest (scenarios/outdir.py), so that a
+    picture replaces only one sanlab drew there; a user's file or a link is refused before work."""
     writable_dir(path.parent, option)
-    for each in (path, path.with_suffix(".png")):
-        if each.exists() and not each.is_file():
-            raise SanlabError(f"{option} {each}: exists and is not a regular file; give a file's name")
+    folder = OutputFolder.open(path.parent, option)
+    for each in dict.fromkeys((path, path.with_suffix(".png"))):
+        folder.claim(each.name)
+
+    def save(picture: Path, data: bytes) -> None:
+        folder.write_bytes(picture.name, data)
+
+    return save
 
 
-def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:
+def _draw_ladder(result: Analysis, index: int, svg: Path, save: Callable[[Path, bytes], None]) -> None:
     if not result.ios:
         raise SanlabError("no complete read or write I/O in the capture to draw")
     if index >= len(result.ios):
@@ -149,7 +162,7 @@ def _draw_ladder(result: Analysis, index: int, svg: Path) -> None:
 
     io = result.ios[index]
     png = svg.with_suffix(".png")
-    drawn = pictures.ladder(io, svg, png)
+    drawn = pictures.ladder(io, svg, png, save=save)
     click.echo(
         f"ladder of I/O {index} ({io.op} {io.nbytes:,} B, {len(io.frames)} frames in {len(drawn)} arrows): "
         f"{svg}, {png}",

@@ -105,7 +105,7 @@ def images_list(as_json: bool) -> None:
 @click.option("--all", "everything", is_flag=True, help="Also remove the current image.")
 def images_clean(everything: bool) -> None:
     """Remove images no recipe uses any more (and dead half-builds)."""
-    for path in guest_images.clean_images(everything):
+    for path in guest_images.clean_images(everything, note=lambda line: click.echo(line, err=True)):
         click.echo(f"removed {path}")
     for path in snapshots.clean_snapshots(guest_images.current_keys(), _qemu_line(), everything):
         click.echo(f"removed snapshot {path}")

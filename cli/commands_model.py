@@ -18,7 +18,7 @@ from sanlab.models.network import Point
 from sanlab.models.profile import load_profile, profile_names
 from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
-from sanlab.models.report import match, text_table, write_chart, write_csv
+from sanlab.models.report import chart_png, csv_text, match, text_table
 from sanlab.models.simulate import Settings
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
@@ -158,7 +158,7 @@ def model(
                     }
                 )
         _check_projectable(chosen)
-        paths = _claim_report(report) if report else {}
+        folder = _claim_report(report) if report else None
         progress = _progress_bar() if not as_json else None
         results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
@@ -174,22 +174,26 @@ def model(
     if budget:
         for job, _ in results:
             _print_budget(job.point)
-    if report:
-        paths["table.txt"].write_text(table)
-        write_csv(cells, paths["cells.csv"])
-        write_chart(cells, paths["chart.png"], title)
-        paths["results.json"].write_text(json.dumps(results_document(records), indent=2))
-        OutputFolder.open(report, "--report").stamp(REPORT_FILES)
+    if folder is not None:
+        try:  # each file whole and stamped as it lands: a Ctrl-C leaves only sanlab's files
+            folder.write_text("table.txt", table)
+            folder.write_text("cells.csv", csv_text(cells))
+            folder.write_bytes("chart.png", chart_png(cells, title))
+            folder.write_text("results.json", json.dumps(results_document(records), indent=2))
+        except SanlabError as exc:
+            fail(exc)
         click.echo(f"report written to {report}/ ({', '.join(REPORT_FILES)})")
 
 
 REPORT_FILES = ("table.txt", "cells.csv", "chart.png", "results.json")
 
 
-def _claim_report(report: Path) -> dict[str, Path]:
-    """Where each report file goes; refused before any work if a user's file holds a name."""
+def _claim_report(report: Path) -> OutputFolder:
+    """The report's folder; refused before any work if a user's file holds a name."""
     folder = OutputFolder.open(report, "--report")
-    return {name: folder.claim(name) for name in REPORT_FILES}
+    for name in REPORT_FILES:
+        folder.claim(name)
+    return folder
 
 
 def _print_budget(point: Point) -> None:

@@ -8,7 +8,11 @@ exec`` or ``analyze`` need none of them.
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import sys
+from typing import Any
 
 import click
 
@@ -41,6 +45,37 @@ class LazyGroup(click.Group):
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
         return command
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Click's main, and one line (exit 1) when standard output cannot take what is printed:
+        a full disk (``> /dev/full``), a read-only one, or a reader that went away (``| head``)."""
+        try:
+            try:
+                return super().main(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # what is still buffered fails here, not at exit with a traceback
+        except OSError as exc:
+            if exc.errno not in OUTPUT_ERRORS:
+                raise
+            _silence_stdout()
+            reason = exc.strerror or os.strerror(exc.errno or 0)
+            click.echo(f"Error: cannot write the output ({reason})", err=True)
+            sys.exit(1)
+
+
+# What a write to standard output (or a file) fails with when the disk or the reader is gone.
+OUTPUT_ERRORS = {errno.EPIPE, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG, errno.EIO}
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's last flush at exit finds
+    nothing to fail on (it would print 'Exception ignored' and exit 120)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
 
 
 @click.group(

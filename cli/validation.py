@@ -7,7 +7,6 @@ the names it gives other layers (profiles), all before anything runs.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -19,6 +18,7 @@ from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.sizes import DurationRange
+from sanlab.scenarios.writing import probe_writable
 
 
 class Duration(click.ParamType):
@@ -61,15 +61,7 @@ def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
 
 def writable_dir(path: Path, option: str) -> Path:
     """Make sure ``path`` is (or can become) a directory we may write, before any work is done."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / f".sanlab-probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except FileExistsError:
-        raise SanlabError(f"{option} {path}: exists and is not a directory") from None
-    except OSError as exc:
-        raise SanlabError(f"{option} {path}: cannot write there ({exc.strerror})") from None
+    probe_writable(path, option)  # a new file of an unpredictable name, made exclusively and removed
     if not path.is_dir():
         raise SanlabError(f"{option} {path}: exists and is not a directory")
     return path

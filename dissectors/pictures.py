@@ -13,13 +13,16 @@ program can check the picture as well as a person.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sanlab.dissectors.attribute import Io
 from sanlab.dissectors.frames import Frame
+from sanlab.scenarios.writing import figure_bytes, write_file
+
+Save = Callable[[Path, bytes], None]  # how a rendered picture is written (the CLI's manifest)
 
 # A picture with more arrows than this merges runs of alike frames.
 MAX_ARROWS = 40
@@ -79,7 +82,9 @@ def arrows(io: Io) -> list[Arrow]:
     return merged
 
 
-def ladder(io: Io, svg: Path, png: Path | None = None, title: str = "") -> list[Arrow]:
+def ladder(
+    io: Io, svg: Path, png: Path | None = None, title: str = "", save: Save | None = None
+) -> list[Arrow]:
     """Draw ``io`` as a ladder diagram into ``svg`` (and ``png``); returns the arrows drawn."""
     plt = _pyplot()
     drawn = arrows(io)
@@ -111,14 +116,14 @@ def ladder(io: Io, svg: Path, png: Path | None = None, title: str = "") -> list[
         title or f"{io.op} {io.nbytes:,} B, tag {io.tag}: {io.latency_us:,.0f} µs on the wire", fontsize=10
     )
     fig.tight_layout()
-    fig.savefig(svg, format="svg")
+    (save or save_picture)(svg, figure_bytes(fig, format="svg"))
     if png is not None:
-        fig.savefig(png, format="png")
+        (save or save_picture)(png, figure_bytes(fig, format="png"))
     plt.close(fig)
     return drawn
 
 
-def latency_chart(ios: Sequence[Io], path: Path, title: str = "") -> None:
+def latency_chart(ios: Sequence[Io], path: Path, title: str = "", save: Save | None = None) -> None:
     """The command-to-response latency of every I/O as one ECDF per operation and size: each
     curve says what share of I/Os finished within a time, and curves never hide each other."""
     plt = _pyplot()
@@ -141,8 +146,14 @@ def latency_chart(ios: Sequence[Io], path: Path, title: str = "") -> None:
     if groups:
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
+    (save or save_picture)(path, figure_bytes(fig, format=path.suffix.lstrip(".").lower() or "png"))
     plt.close(fig)
+
+
+def save_picture(path: Path, data: bytes) -> None:
+    """Write a picture whole (scenarios/writing.py): a regular file the caller named may be
+    replaced; a symlink, folder or device there is refused, never written through."""
+    write_file(path, data, exists="regular")
 
 
 def _pyplot() -> Any:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 from importlib import resources
 from pathlib import Path
+
+from sanlab.scenarios.outdir import OutputFolder
 
 PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua")  # scsi.lua: the CDB decoding both others use
 
@@ -25,15 +27,31 @@ def personal_plugin_dir() -> Path:
 
 
 def install(destination: Path | None = None) -> list[Path]:
-    """Copy the plugins into Wireshark's personal plugin folder; return the new paths."""
+    """Copy the plugins into Wireshark's personal plugin folder; return the new paths.
+
+    The folder's manifest (scenarios/outdir.py) says which files sanlab put
+    there: only those are replaced.  A user's file of the same name, or a
+    link, is refused before anything is written; one already holding
+    exactly the plugin's bytes (an install by an older sanlab) is left as it is.
+    """
     target = destination or personal_plugin_dir()
-    target.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for source in plugin_paths():
-        dest = target / f"sanlab-{source.name}"
-        shutil.copyfile(source, dest)
-        copied.append(dest)
-    return copied
+    folder = OutputFolder.open(target, "--to")
+    plugins = {f"sanlab-{source.name}": source.read_bytes() for source in plugin_paths()}
+    fresh = {name: data for name, data in plugins.items() if not _same(target / name, data)}
+    for name in fresh:
+        folder.claim(name)  # every name checked before the first is written
+    for name, data in fresh.items():
+        folder.write_bytes(name, data)
+    return [target / name for name in plugins]
+
+
+def _same(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding exactly ``data``."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and path.read_bytes() == data
 
 
 def tshark_args() -> list[str]:

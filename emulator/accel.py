@@ -18,6 +18,7 @@ from pathlib import Path
 
 from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.qemu import version_line
+from sanlab.scenarios.writing import write_file
 
 PROBE_SECONDS = 12.0  # a KVM boot of this guest takes 2-3 s
 READY_MARK = b"sanlab-guest:"
@@ -49,8 +50,7 @@ def choose(qemu: str, image: Image, say: Callable[[str], None] = lambda m: None)
     started = time.monotonic()
     verdict = "kvm" if probe_kvm(qemu, image) else "tcg"
     say(f"accelerator: {verdict} (probe took {time.monotonic() - started:.1f} s)")
-    _cache_file().parent.mkdir(parents=True, exist_ok=True)
-    _cache_file().write_text(json.dumps({"host": key, "accel": verdict}) + "\n")
+    write_file(_cache_file(), json.dumps({"host": key, "accel": verdict}) + "\n", what="KVM probe cache")
     return verdict
 
 

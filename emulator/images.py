@@ -24,13 +24,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO, cast
 
 import yaml
 
 from sanlab.emulator.cpio import tar_to_cpio
 from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
+from sanlab.scenarios.writing import open_lock, open_stream, write_file
 
 # What every guest's image is made of besides its own recipe (and the recipe it extends).
 SHARED_FILES = ("customize.sh", "init", "agent.py", "siw-abortive-close.patch")
@@ -177,20 +180,64 @@ def list_images() -> list[tuple[Image, bool]]:
     return found
 
 
-def clean_images(everything: bool = False) -> list[Path]:
-    """Remove stale images (all of them with ``everything``) and dead build dirs."""
+# What a build writes in an image's folder: all that 'images clean' ever removes there.
+IMAGE_FILES = ("manifest.json", "vmlinuz", "rootfs.cpio", "rootfs.tar", "modules.list", "mmdebstrap.log")
+BUILD_MARK = ".sanlab-build"  # written first into a build's folder: the building PID
+
+
+def clean_images(everything: bool = False, note: Say = lambda line: None) -> list[Path]:
+    """Remove stale images (all of them with ``everything``) and dead builds: only folders an
+    image manifest (or a build's mark) says are sanlab's, and in them only the files a build
+    writes.  Anything else under ``images/`` -- a user's folder, a link -- stays, with a note."""
     removed: list[Path] = []
     if not images_dir().is_dir():
         return removed
     current = current_keys()
-    for path in images_dir().iterdir():
-        if path.name == BUILD_LOCK:
+    for path in sorted(images_dir().iterdir()):
+        if path.name == BUILD_LOCK or path.is_symlink() or not path.is_dir():
             continue
-        stale_build = path.name.startswith(".build-") and not _pid_alive(path.name)
-        if everything or stale_build or (not path.name.startswith(".") and path.name not in current):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+        whose = _whose(path)
+        if whose == "":
+            continue  # a build under way
+        if whose is None:
+            note(f"kept {path}: no sanlab image manifest in it, so it is not sanlab's")
+            continue
+        if whose == "build" or everything or path.name not in current:
+            left = _remove_ours(path)
+            if left:
+                note(f"kept {path}: it holds files sanlab did not write ({', '.join(left[:3])})")
+            else:
+                removed.append(path)
     return removed
+
+
+def _whose(path: Path) -> str | None:
+    """'image' for a folder whose manifest names it as sanlab's image, 'build' for a dead build's
+    folder (its mark names a PID that is gone), '' for a live build, None for anything else."""
+    mark = path / BUILD_MARK
+    if path.name.startswith(".build-") and mark.is_file() and not mark.is_symlink():
+        return "" if _pid_alive(path.name) else "build"
+    manifest = path / "manifest.json"
+    if manifest.is_symlink() or not manifest.is_file():
+        return None
+    try:
+        document = json.loads(read_bounded(manifest, 1 << 16, "image manifest"))
+    except (SanlabError, ValueError, RecursionError):
+        return None
+    return "image" if isinstance(document, dict) and document.get("key") == path.name else None
+
+
+def _remove_ours(path: Path) -> list[str]:
+    """Unlink the files a build writes in ``path`` (a link is never followed), then the folder
+    if nothing else is left; returns the names of what is left."""
+    for name in (*IMAGE_FILES, BUILD_MARK):
+        entry = path / name
+        if entry.is_symlink() or entry.is_file():
+            entry.unlink()
+    left = sorted(entry.name for entry in path.iterdir())
+    if not left:
+        path.rmdir()
+    return left
 
 
 def _pid_alive(build_dir_name: str) -> bool:
@@ -245,14 +292,16 @@ def _one_builder(progress: Say) -> Iterator[None]:
     """One build at a time on this machine: a second sanlab (another lab up, a parallel test)
     waits for the first and then finds its image, instead of building it again and replacing
     the image under the first one's booting guests."""
-    images_dir().mkdir(parents=True, exist_ok=True)
-    with open(images_dir() / BUILD_LOCK, "w") as handle:
+    fd = open_lock(images_dir() / BUILD_LOCK, "image build lock")  # O_NOFOLLOW, never truncated
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             progress("another sanlab is building the guest image; waiting for it to finish")
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(fd)
 
 
 def build_image(progress: Say = lambda line: None, force: bool = False, guest: str = DEFAULT_GUEST) -> Image:
@@ -271,6 +320,7 @@ def _build(progress: Say, guest: str) -> Image:
     key = image_key(guest)
     images_dir().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{key}-{os.getpid()}-", dir=images_dir()))
+    write_file(work / BUILD_MARK, f"{os.getpid()}\n", exists="refuse")
     work = work.rename(images_dir() / f".build-{key}-{os.getpid()}")
     started = time.monotonic()
     try:
@@ -289,10 +339,11 @@ def _build(progress: Say, guest: str) -> Image:
             "build_seconds": round(time.monotonic() - started, 1),
             "initrd_bytes": (work / "rootfs.cpio").stat().st_size,
         }
-        (work / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_file(work / "manifest.json", json.dumps(manifest, indent=2) + "\n", exists="refuse")
+        (work / BUILD_MARK).unlink()
         final = images_dir() / key
-        if final.exists():
-            shutil.rmtree(final)
+        if (final.exists() or final.is_symlink()) and (_whose(final) != "image" or _remove_ours(final)):
+            raise SanlabError(f"{final}: is in the way of the new image and not only sanlab's; move it away")
         work.rename(final)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
@@ -305,7 +356,7 @@ def _mmdebstrap(spec: dict[str, object], tar_path: Path, work: Path, progress: S
     packages = list(spec["packages"])  # type: ignore[call-overload]
     build_packages = " ".join(spec["build_packages"])  # type: ignore[arg-type]
     modules = work / "modules.list"
-    modules.write_text("\n".join(spec["modules"]) + "\n")  # type: ignore[arg-type]
+    write_file(modules, "\n".join(spec["modules"]) + "\n", exists="refuse")  # type: ignore[arg-type]
     hook = recipe_dir() / "customize.sh"
     command = [
         "mmdebstrap",
@@ -324,7 +375,7 @@ def _mmdebstrap(spec: dict[str, object], tar_path: Path, work: Path, progress: S
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
         assert proc.stdout is not None
         try:
-            with log.open("w") as handle:
+            with open_stream(log, "new") as handle:
                 for line in proc.stdout:
                     handle.write(line)
                     if line.startswith(("I: ", "sanlab:", "E: ", "W: ")):
@@ -351,10 +402,10 @@ def _pack(tar_path: Path, work: Path) -> str:
             return True
         return False
 
-    with tarfile.open(tar_path) as tar, (work / "rootfs.cpio").open("wb") as out:
-        tar_to_cpio(tar, out, keep, take)
+    with tarfile.open(tar_path) as tar, open_stream(work / "rootfs.cpio", "new", binary=True) as out:
+        tar_to_cpio(tar, cast(BinaryIO, out), keep, take)
     if len(kernel) != 1:
         raise SanlabError(f"expected one kernel in the guest, found {sorted(kernel) or 'none'}")
     ((version, data),) = kernel.items()
-    (work / "vmlinuz").write_bytes(data)
+    write_file(work / "vmlinuz", data, exists="refuse")
     return version

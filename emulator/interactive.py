@@ -9,7 +9,6 @@ configure what was booted and not whatever the file says by then.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import threading
 from pathlib import Path
@@ -20,6 +19,7 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
+from sanlab.scenarios.writing import copy_file
 
 SCENARIO_COPY = "scenario.yaml"  # lab up keeps the scenario it booted here
 LEAVE_CONSOLE = b"\x1d"  # Ctrl-]
@@ -37,7 +37,7 @@ def bring_up(
         )
     image = ready_image(say, guest_of(scenario.guest))
     run_dir = new_run_dir(name)
-    shutil.copyfile(source, run_dir / SCENARIO_COPY)
+    copy_file(source, run_dir / SCENARIO_COPY, what="lab scenario copy")
     handle = Lab(scenario, name, run_dir, run_dir if capture or scenario.capture else None, snaplen)
     try:
         handle.up(say, image)

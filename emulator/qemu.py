@@ -30,6 +30,7 @@ from sanlab.emulator.panics import last_words
 from sanlab.emulator.processes import Recorded, process_start, recorded, stop_pid
 from sanlab.emulator.processes import pid_alive as pid_alive  # re-exported: tests ask qemu.pid_alive
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
+from sanlab.scenarios.writing import open_stream
 
 T = TypeVar("T")
 
@@ -333,7 +334,7 @@ class Vm:
 
     def start(self) -> None:
         self._remove_sockets()
-        log = (self.run_dir / f"{self.name}.qemu.log").open("ab")
+        log = open_stream(self.run_dir / f"{self.name}.qemu.log", "append", binary=True)
         with log:
             self.process = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True

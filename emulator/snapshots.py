@@ -60,6 +60,7 @@ TEMPLATE_HOST = "template"
 SAVE_TIMEOUT_S = 180.0
 RESTORE_TIMEOUT_S = 60.0
 AGENT_AFTER_RESTORE_S = 20.0
+from sanlab.scenarios.writing import open_lock, write_file
 Command = tuple[str, dict[str, object]]
 MAPPED_RAM: Command = (
     "migrate-set-capabilities",
@@ -132,9 +133,7 @@ def _usable(snapshot: Snapshot) -> bool:
 @contextmanager
 def _locked(key: str) -> Iterator[None]:
     """One saver per snapshot across processes (two test workers may want the same shape)."""
-    folder = snapshots_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / f".{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = open_lock(snapshots_dir() / f".{key}.lock", "snapshot lock")  # O_NOFOLLOW, never truncated
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -169,7 +168,7 @@ def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f".{snapshot.key}-", dir=snapshots_dir()))
     try:
-        (work / SAVING).write_text(f"{os.getpid()}\n")
+        write_file(work / SAVING, f"{os.getpid()}\n", exists="refuse")
         vm = Vm(_template_spec(shape, work), image, shape.accel, work, qemu)
         vm.start()
         try:

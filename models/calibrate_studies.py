@@ -55,6 +55,7 @@ from sanlab.models.reach import measure as measure_reach
 from sanlab.models.uncertainty import clear_posterior
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import read_yaml
+from sanlab.scenarios.writing import write_file
 
 Use = Callable[[Measured], bool]
 # How many of a cross-validation split's worst cells ``sanlab calibrate`` names.
@@ -369,7 +370,5 @@ def _write(
         "result": summary,
     }
     document.update(extra or {})
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(yaml.dump(document, Dumper=_FitDumper, sort_keys=False, width=100))
-    tmp.replace(path)
+    write_file(path, yaml.dump(document, Dumper=_FitDumper, sort_keys=False, width=100), what="fit")
     return path

@@ -10,13 +10,13 @@ import csv
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sanlab.models.metrics import mape
 from sanlab.models.published import Measured
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.sizes import format_size
+from sanlab.scenarios.writing import figure_bytes
 
 
 @dataclass(frozen=True)
@@ -149,70 +149,72 @@ def _range(spread: tuple[float, float] | None) -> str:
     return low if low == high else f"{low}-{high}"
 
 
-def write_csv(cells: Sequence[Cell], path: Path) -> None:
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
+def csv_text(cells: Sequence[Cell]) -> str:
+    """The cells as CSV, for the report folder's writer (scenarios/writing.py)."""
+    handle = io.StringIO(newline="")
+    writer = csv.writer(handle)
+    writer.writerow(
+        [
+            "setup",
+            "transport",
+            "fabric",
+            "link_gbps",
+            "rw",
+            "bs",
+            "numjobs",
+            "iodepth",
+            "iops",
+            "iops_ci_low",
+            "iops_ci_high",
+            "iops_params_low",
+            "iops_params_high",
+            "bw_mibps",
+            "lat_mean_us",
+            "lat_p99_us",
+            "cpu_target_pct",
+            "cpu_initiator_pct",
+            "bottleneck",
+            "bound_iops",
+            "published_iops",
+            "iops_error_pct",
+            "published_lat_us",
+            "lat_error_pct",
+        ]
+    )
+    for c in cells:
+        r, m = c.record, c.measured
+        ci = r.iops_ci95 or (None, None)
+        spread = r.iops_range95 or (None, None)
+        err, lat_err = c.iops_error, c.latency_error
         writer.writerow(
             [
-                "setup",
-                "transport",
-                "fabric",
-                "link_gbps",
-                "rw",
-                "bs",
-                "numjobs",
-                "iodepth",
-                "iops",
-                "iops_ci_low",
-                "iops_ci_high",
-                "iops_params_low",
-                "iops_params_high",
-                "bw_mibps",
-                "lat_mean_us",
-                "lat_p99_us",
-                "cpu_target_pct",
-                "cpu_initiator_pct",
-                "bottleneck",
-                "bound_iops",
-                "published_iops",
-                "iops_error_pct",
-                "published_lat_us",
-                "lat_error_pct",
+                c.label,
+                r.transport,
+                r.fabric,
+                r.link_gbps,
+                r.rw,
+                r.bs,
+                r.numjobs,
+                r.iodepth,
+                r.iops,
+                ci[0],
+                ci[1],
+                spread[0],
+                spread[1],
+                r.bw_mibps,
+                r.lat_mean_us,
+                r.lat_p99_us,
+                r.cpu_target_pct,
+                r.cpu_initiator_pct,
+                r.bottleneck,
+                r.bound,
+                m.iops if m else "",
+                f"{100 * err:.2f}" if err is not None else "",
+                m.lat_mean_us if m and m.lat_mean_us else "",
+                f"{100 * lat_err:.2f}" if lat_err is not None else "",
             ]
         )
-        for c in cells:
-            r, m = c.record, c.measured
-            ci = r.iops_ci95 or (None, None)
-            spread = r.iops_range95 or (None, None)
-            err, lat_err = c.iops_error, c.latency_error
-            writer.writerow(
-                [
-                    c.label,
-                    r.transport,
-                    r.fabric,
-                    r.link_gbps,
-                    r.rw,
-                    r.bs,
-                    r.numjobs,
-                    r.iodepth,
-                    r.iops,
-                    ci[0],
-                    ci[1],
-                    spread[0],
-                    spread[1],
-                    r.bw_mibps,
-                    r.lat_mean_us,
-                    r.lat_p99_us,
-                    r.cpu_target_pct,
-                    r.cpu_initiator_pct,
-                    r.bottleneck,
-                    r.bound,
-                    m.iops if m else "",
-                    f"{100 * err:.2f}" if err is not None else "",
-                    m.lat_mean_us if m and m.lat_mean_us else "",
-                    f"{100 * lat_err:.2f}" if lat_err is not None else "",
-                ]
-            )
+    return handle.getvalue()
 
 
 KIND_WORDS = {"randread": "random read", "randwrite": "random write", "read": "read", "write": "write"}
@@ -225,7 +227,7 @@ def workload_words(record: ResultRecord) -> str:
     return f"{size} {KIND_WORDS.get(record.rw, record.rw)}, {jobs}, QD {record.iodepth}"
 
 
-def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
+def chart_png(cells: Sequence[Cell], title: str) -> bytes:
     """One small chart per workload: projected IOPS per set-up as bars from zero, the range the
     fitted parameters leave open as whiskers, published values as black dots."""
     import matplotlib
@@ -251,8 +253,9 @@ def write_chart(cells: Sequence[Cell], path: Path, title: str) -> None:
     legend += "; dots: published" if any(c.measured for c in cells) else ""
     fig.suptitle(f"{title}\n{legend}", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    data = figure_bytes(fig, format="png", dpi=110)
     plt.close(fig)
+    return data
 
 
 def _facet(ax: Any, cells: Sequence[Cell], setups: Sequence[str], colours: Any, rows: int) -> None:

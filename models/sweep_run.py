@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -28,10 +29,11 @@ import pyarrow.parquet as pq
 from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
 from sanlab.models.sweep_goals import meeting, pareto_front
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.files import read_bounded, write_atomically
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.outdir import OutputFolder, signals_held
 from sanlab.scenarios.records import ResultRecord
 
+from sanlab.scenarios.writing import cannot_write, figure_bytes
 Progress = Callable[[int, int], None]
 JOURNAL = "points.jsonl"
 SPEC = "sweep.json"
@@ -82,7 +84,8 @@ class Journal:
             self.folder.write_text(
                 SPEC, json.dumps({"fingerprint": self.fingerprint, "spec": spec}, indent=2)
             )
-        self.folder.claim(JOURNAL)
+        if self.folder.listed(JOURNAL):
+            self.folder.grows.add(JOURNAL)  # a journal of an older sanlab, stamped after each append
 
     def done(self) -> dict[str, dict[str, Any]]:
         """Rows already computed, by key; a line torn by a crash, or damaged, is ignored."""
@@ -91,11 +94,14 @@ class Journal:
             return rows
         if not self.folder.ours(JOURNAL):
             raise SanlabError(
-                f"--out {self.out}: its {JOURNAL} was changed since sanlab wrote it; give a new folder"
+                f"--out {self.out}: its {JOURNAL} is not a file sanlab wrote (a symlink, or not in "
+                "the folder's manifest); give a new folder"
             )
         with open(self.path, "rb") as handle:
+        # The journal is sanlab's while it is the regular file the manifest names: a line torn by a
+        # kill, or edited by hand, is skipped below and computed again.
             for raw in handle:
-                with contextlib.suppress(ValueError, UnicodeDecodeError):
+                with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
                     row = json.loads(raw)
                     if isinstance(row, dict) and isinstance(row.get("key"), str):
                         rows[row["key"]] = row
@@ -103,14 +109,18 @@ class Journal:
 
     @contextlib.contextmanager
     def appending(self) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
-        with open(self.folder.claim(JOURNAL), "a") as handle:
+        """Rows appended as they finish; the journal is entered as a file that grows before its
+        first byte, so a kill at any moment leaves a journal the next run resumes."""
+        with self.folder.append(JOURNAL) as handle:
 
             def add(rows: list[dict[str, Any]]) -> None:
-                with signals_held():  # the rows and the journal's stamp, together or not at all
-                    handle.write("".join(json.dumps(r) + "\n" for r in rows))
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                    self.folder.stamp([JOURNAL])
+                with signals_held():  # whole lines: a Ctrl-C waits for the batch to be on disk
+                    try:
+                        handle.write("".join(json.dumps(r) + "\n" for r in rows))
+                        handle.flush()
+                        os.fsync(handle.fileno())
+                    except OSError as exc:
+                        raise cannot_write(f"--out {self.path}", exc) from None
 
             yield add
 
@@ -248,15 +258,18 @@ OUTPUTS = ("results.parquet", "results.csv", "goals.csv", "pareto.csv", "pareto.
 
 
 def _write_outputs(grid: Grid, folder: OutputFolder, outcome: Outcome) -> None:
-    out = {name: folder.claim(name) for name in OUTPUTS}  # a user's file or a symlink there is refused
+    for name in OUTPUTS:
+        folder.claim(name)  # before any work: a user's file or a symlink there is refused
     rows = outcome.rows
     goals = meeting(rows, grid.goals)
     front = pareto_front(goals, grid.spec.pareto)
     table = pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in rows])
-    pq.write_table(table, out["results.parquet"])
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    folder.write_bytes("results.parquet", sink.getvalue().to_pybytes())
     for name, selection in (("results.csv", rows), ("goals.csv", goals), ("pareto.csv", front)):
-        _write_csv(out[name], selection)
-    _chart(rows, front, grid.spec.pareto, out["pareto.png"])
+        folder.write_text(name, _csv_text(selection))
+    folder.write_bytes("pareto.png", _chart(rows, front, grid.spec.pareto))
     summary = {
         "points": len(rows),
         "computed": outcome.computed,
@@ -269,17 +282,17 @@ def _write_outputs(grid: Grid, folder: OutputFolder, outcome: Outcome) -> None:
         "pareto_points": len(front),
         "seconds": round(outcome.seconds, 2),
     }
-    write_atomically(out["summary.json"], json.dumps(summary, indent=2) + "\n")
-    folder.stamp(OUTPUTS)
+    folder.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
     outcome.goals_met, outcome.pareto = len(goals), front
     outcome.files = list(OUTPUTS)
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with open(path, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
+def _csv_text(rows: list[dict[str, Any]]) -> str:
+    handle = io.StringIO(newline="")
+    writer = csv.DictWriter(handle, fieldnames=COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return handle.getvalue()
 
 
 # How a metric is named on a chart's axis: words and units, not a field name.
@@ -306,9 +319,7 @@ def axis_name(metric: str, direction: str) -> str:
     return f"{AXIS_NAMES.get(metric, metric.replace('_', ' '))}, {better}"
 
 
-def _chart(
-    rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: Mapping[str, str], path: Path
-) -> None:
+def _chart(rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: Mapping[str, str]) -> bytes:
     """The first two Pareto objectives: every point faded by transport, the front in full colour
     and joined, so that the few points that matter stand out from hundreds."""
     import matplotlib
@@ -352,7 +363,7 @@ def _chart(
         ax.grid(alpha=0.3)
     ax.set_title(f"sanlab sweep: {len(rows):,} projected points (model, not measured)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
+    data = figure_bytes(fig, format="png")
     plt.close(fig)
 
 
@@ -365,3 +376,4 @@ def _short_numbers() -> Any:
         return f"{value / 1e3:g}k" if abs(value) >= 1e3 else f"{value:g}"
 
     return FuncFormatter(short)
+    return data

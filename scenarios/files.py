@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import stat
-import tempfile
 from pathlib import Path
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.writing import write_file
 
 
 def _kind(mode: int) -> str:
@@ -58,29 +58,7 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     return data
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it (os.umask would, for a moment)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
 def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` in one step, with the mode a plain write would give it.
-
-    The rename replaces a symlink at ``path`` itself, never the file it points to.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Replace ``path`` in one step (scenarios/writing.py): a link there is replaced, never
+    followed; a full or read-only disk is one line and leaves nothing behind."""
+    write_file(path, text)

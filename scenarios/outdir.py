@@ -15,15 +15,26 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import signal
 import stat
-import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
+from typing import IO, Any
 
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.files import read_bounded, write_atomically
+from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.writing import (
+    HELD_SIGNALS,
+    cannot_write,
+    is_temporary,
+    open_at,
+    open_folder,
+    open_subfolder,
+    signals_held,
+    temporary_name,
+    write_at,
+)
+
+__all__ = ["HELD_SIGNALS", "MANIFEST", "OutputFolder", "claim_fresh", "copy_into", "signals_held"]
 
 MANIFEST = ".sanlab-manifest.json"
 MANIFEST_BYTES = 4 << 20
@@ -42,44 +53,45 @@ def _stamp(info: os.stat_result) -> list[int]:
     return [info.st_size, info.st_mtime_ns]
 
 
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+Stamp = list[int] | list[list[int]] | None
 
 
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """Let Ctrl-C and SIGTERM wait until a file and its manifest stamp agree again.
+def _matches(stamp: Stamp, info: os.stat_result) -> bool:
+    """Whether a file's stat is the one its entry records: one stamp, or either of two while a
+    replacement was being renamed into place (a kill then leaves the old file or the new)."""
+    if not stamp:
+        return False
+    now = _stamp(info)
+    return now in stamp if isinstance(stamp[0], list) else stamp == now
 
-    A write cut between the file and its stamp leaves a file the manifest no
-    longer vouches for, and the next command (``--resume``, a resumed sweep)
-    rightly refuses it as not sanlab's.  Python raises KeyboardInterrupt in
-    the main thread only, and only there can handlers change; a signal that
-    arrives meanwhile is raised again as soon as the block ends.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in HELD_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        if caught:
-            signal.raise_signal(caught[0])
+
+def _valid_stamp(stamp: object) -> bool:
+    def one(value: object) -> bool:
+        return isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value)
+
+    if stamp is None or one(stamp):
+        return True
+    return isinstance(stamp, list) and 1 <= len(stamp) <= 2 and all(one(v) for v in stamp)
 
 
 class OutputFolder:
-    """A folder and the manifest of the files sanlab wrote in it (by name, with stamps)."""
+    """A folder and the manifest of the files sanlab wrote in it (by name, with stamps).
 
-    def __init__(self, root: Path, option: str, files: dict[str, list[int] | None]):
+    ``grows`` names files sanlab appends to (a sweep's journal): they stay
+    sanlab's while they are regular files the manifest names, whatever their
+    size, so a kill between an append and a stamp never orphans them.
+    """
+
+    def __init__(self, root: Path, option: str, files: dict[str, Stamp], grows: set[str] | None = None):
         self.root, self.option, self.files = root, option, files
+        self.grows: set[str] = grows or set()
 
     # --- opening ------------------------------------------------------------------
 
     @classmethod
     def open(cls, root: Path, option: str) -> OutputFolder:
-        """The folder (made if missing) with the manifest it holds, or an empty one."""
+        """The folder (made if missing) with the manifest it holds, or an empty one; a
+        temporary a killed write left behind, which the manifest names, is removed."""
         if root.is_symlink() and not root.is_dir():
             raise SanlabError(f"{option} {root}: is a symlink to nothing; give a folder")
         if root.exists() and not root.is_dir():
@@ -90,28 +102,31 @@ class OutputFolder:
             raise SanlabError(f"{option} {root}: cannot write there ({exc.strerror})") from None
         if not os.access(root, os.W_OK | os.X_OK):
             raise SanlabError(f"{option} {root}: cannot write there (permission denied)")
-        return cls(root, option, cls._read_manifest(root, option))
+        files, grows = cls._read_manifest(root, option)
+        folder = cls(root, option, files, grows)
+        folder._repair()
+        return folder
 
     @staticmethod
-    def _read_manifest(root: Path, option: str) -> dict[str, list[int] | None]:
+    def _read_manifest(root: Path, option: str) -> tuple[dict[str, Stamp], set[str]]:
         path = root / MANIFEST
         if not path.exists() and not path.is_symlink():
-            return {}
+            return {}, set()
         where = f"{option} {root}: its {MANIFEST}"
         data = read_bounded(path, MANIFEST_BYTES, where)
         try:
             document = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise SanlabError(f"{where} is not valid JSON; sanlab will not touch that folder") from None
         files = document.get("files") if isinstance(document, dict) else None
-        if document.get("kind") != _KIND or not isinstance(files, dict):
+        grows = document.get("grows", []) if isinstance(document, dict) else None
+        if not isinstance(document, dict) or document.get("kind") != _KIND or not isinstance(files, dict):
             raise SanlabError(f"{where} is not one sanlab wrote; sanlab will not touch that folder")
-        checked: dict[str, list[int] | None] = {}
+        if not isinstance(grows, list) or not all(isinstance(g, str) and g in files for g in grows):
+            raise SanlabError(f"{where} has a damaged 'grows' list; sanlab will not touch that folder")
+        checked: dict[str, Stamp] = {}
         for name, stamp in files.items():
-            ok = stamp is None or (
-                isinstance(stamp, list) and len(stamp) == 2 and all(type(v) is int for v in stamp)
-            )
-            if not isinstance(name, str) or not ok:
+            if not isinstance(name, str) or not _valid_stamp(stamp):
                 raise SanlabError(
                     f"{where} has a damaged entry ({str(name)[:60]!r}); sanlab will not touch it"
                 )
@@ -119,7 +134,18 @@ class OutputFolder:
                 checked[_checked_name(name)] = stamp
             except SanlabError:
                 raise SanlabError(f"{where} names {name[:60]!r}, outside the folder") from None
-        return checked
+        return checked, {_checked_name(g) for g in grows}
+
+    def _repair(self) -> None:
+        """Remove the temporaries the manifest names (a write killed before its rename)."""
+        left = [n for n in self.files if is_temporary(PurePosixPath(n).name)]
+        for name in left:
+            info = self._lstat(name)
+            if info is not None and stat.S_ISREG(info.st_mode):
+                (self.root / name).unlink()
+            del self.files[name]
+        if left:
+            self._save()
 
     # --- what is whose ------------------------------------------------------------
 
@@ -144,10 +170,12 @@ class OutputFolder:
             return None
 
     def ours(self, name: str) -> bool:
-        """Whether ``name`` is a regular file sanlab wrote and nobody changed since."""
+        """Whether ``name`` is a regular file sanlab wrote and nobody changed since (a file
+        sanlab appends to is sanlab's while it is a regular file the manifest names)."""
         info = self._lstat(name)
-        stamp = self.files.get(name)
-        return info is not None and stat.S_ISREG(info.st_mode) and stamp == _stamp(info)
+        if info is None or not stat.S_ISREG(info.st_mode) or name not in self.files:
+            return False
+        return name in self.grows or _matches(self.files[name], info)
 
     def listed(self, name: str) -> bool:
         """Whether ``name`` is a regular file the manifest names, stamped or not (a file sanlab
@@ -165,8 +193,8 @@ class OutputFolder:
     def _walk(self, folder: Path, prefix: str, ours_dirs: set[str], found: list[str]) -> None:
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             name = prefix + entry.name
-            if name == MANIFEST:
-                continue
+            if name == MANIFEST or (is_temporary(name) and name.startswith(f".{MANIFEST}.")):
+                continue  # the manifest, and a temporary of it that a kill -9 left
             if entry.is_dir(follow_symlinks=False) and name in ours_dirs:
                 self._walk(folder / entry.name, name + "/", ours_dirs, found)
             elif not self.ours(name):
@@ -174,13 +202,7 @@ class OutputFolder:
 
     # --- writing --------------------------------------------------------------------
 
-    def claim(self, name: str) -> Path:
-        """The path to write ``name`` at, entered in the manifest first.
-
-        Refused when something the manifest does not own (a user's file, a
-        symlink, a file changed since sanlab wrote it) is there already.
-        """
-        name = _checked_name(name)
+    def _refuse_unless_ours(self, name: str) -> os.stat_result | None:
         info = self._lstat(name)
         if info is not None and not self.ours(name):
             what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a file sanlab did not write"
@@ -188,12 +210,32 @@ class OutputFolder:
                 f"{self.option} {self.root}: {name} is {what}; sanlab will not replace it "
                 "(move it away, or give another folder)"
             )
+        return info
+
+    def _parent_fd(self, name: str) -> int:
+        """A descriptor of the folder ``name`` is in, each step made if missing, never a link."""
+        root_fd = open_folder(self.root, make=False)
+        try:
+            return open_subfolder(root_fd, name.split("/")[:-1])
+        finally:
+            os.close(root_fd)
+
+    def claim(self, name: str) -> Path:
+        """The path another program (QEMU, fio) is to write ``name`` at, entered in the manifest first.
+
+        Refused when something the manifest does not own (a user's file, a
+        symlink, a file changed since sanlab wrote it) is there already.
+        """
+        name = _checked_name(name)
+        self._refuse_unless_ours(name)
         if name not in self.files:
             self.files[name] = None
             self._save()
-        path = self.root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+        try:
+            os.close(self._parent_fd(name))
+        except OSError as exc:
+            raise cannot_write(f"{self.option} {self.root / name}", exc) from None
+        return self.root / name
 
     def stamp(self, names: Iterable[str]) -> None:
         """Record the size and time of files sanlab has just written (one not there yet waits)."""
@@ -219,16 +261,86 @@ class OutputFolder:
             self.files.setdefault(name, None)
         self.stamp(names)
 
-    def write_text(self, name: str, text: str) -> Path:
-        path = self.claim(name)
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """Write ``name`` whole, its stamp first: the manifest names the temporary before it
+        exists and both stamps (old and new) before the rename, so a kill at any moment leaves
+        a file the manifest vouches for; a full or read-only disk is one line, nothing left."""
+        name = _checked_name(name)
+        where = f"{self.option} {self.root / name}"
         with signals_held():
-            write_atomically(path, text)
-            self.stamp([name])
-        return path
+            info = self._refuse_unless_ours(name)
+            parent = str(PurePosixPath(name).parent)
+            base = PurePosixPath(name).name
+            tmp = temporary_name(base)
+            tmp_name = tmp if parent == "." else f"{parent}/{tmp}"
+            old = [_stamp(info)] if info is not None else []
+            self.files.setdefault(name, old[0] if old else None)
+            self.files[tmp_name] = None
+            try:
+                self._save()
+                fd = self._parent_fd(name)
+                try:
+                    new = write_at(
+                        fd, base, data, where=where, temporary=tmp, before_rename=self._pending(name, old)
+                    )
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                self._forget(tmp_name)
+                raise cannot_write(where, exc) from None
+            self.files.pop(tmp_name, None)
+            self.files[name] = _stamp(new)
+            self._save()
+        return self.root / name
+
+    def _pending(self, name: str, old: list[list[int]]) -> Any:
+        def record(_tmp: str, new: os.stat_result) -> None:
+            self.files[name] = [*old, _stamp(new)]
+            self._save()
+
+        return record
+
+    def _forget(self, tmp_name: str) -> None:
+        """Drop a temporary's entry after a failed write (kept on disk if the manifest cannot be
+        saved now, on a full disk: the next open removes it)."""
+        self.files.pop(tmp_name, None)
+        with contextlib.suppress(SanlabError):
+            self._save()
+
+    def write_text(self, name: str, text: str) -> Path:
+        return self.write_bytes(name, text.encode())
+
+    def append(self, name: str) -> IO[str]:
+        """``name`` opened to append (made if missing, never through a link), as a file that grows."""
+        name = _checked_name(name)
+        self._refuse_unless_ours(name)
+        with signals_held():
+            self.files.setdefault(name, None)
+            self.grows.add(name)
+            self._save()
+        try:
+            fd = self._parent_fd(name)
+            try:
+                handle = open_at(fd, PurePosixPath(name).name, "append")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise cannot_write(f"{self.option} {self.root / name}", exc) from None
+        return os.fdopen(handle, "a")
 
     def _save(self) -> None:
-        document = {"kind": _KIND, "files": dict(sorted(self.files.items()))}
-        write_atomically(self.root / MANIFEST, json.dumps(document, indent=1) + "\n")
+        document: dict[str, Any] = {"kind": _KIND, "files": dict(sorted(self.files.items()))}
+        if self.grows:
+            document["grows"] = sorted(self.grows & set(self.files))
+        data = (json.dumps(document, indent=1) + "\n").encode()
+        try:
+            fd = open_folder(self.root, make=False)
+            try:
+                write_at(fd, MANIFEST, data, where=f"{self.option} {self.root / MANIFEST}")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise cannot_write(f"{self.option} {self.root / MANIFEST}", exc) from None
 
     # --- clearing ---------------------------------------------------------------------
 
@@ -252,7 +364,7 @@ class OutputFolder:
             path = self.root / folder
             if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
                 path.rmdir()
-        self.files = {}
+        self.files, self.grows = {}, set()
         self._save()
         return removed
 
@@ -284,5 +396,8 @@ def claim_fresh(root: Path, option: str, force: bool) -> OutputFolder:
 
 def copy_into(folder: OutputFolder, source: Path, name: str) -> None:
     """Copy a file sanlab made elsewhere (a VM's console log) into the folder, as sanlab's."""
-    shutil.copyfile(source, folder.claim(name))
-    folder.stamp([name])
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise SanlabError(f"{source}: cannot read it ({exc.strerror})") from None
+    folder.write_bytes(name, data)

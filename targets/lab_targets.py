@@ -40,6 +40,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
+from sanlab.scenarios.writing import open_stream, write_file
 from sanlab.targets import faults
 from sanlab.targets.runner import Placement, Point, place, run_point
 from sanlab.targets.stacks import Wiring, connect_only, export_only
@@ -127,9 +128,7 @@ def read_status(lab: str, name: str, phase: str) -> dict[str, Any] | None:
 
 
 def _write_status(path: Path, **fields: object) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fields))
-    tmp.replace(path)
+    write_file(path, json.dumps(fields), what="keeper status")
 
 
 def _keeper_argv(lab: str, name: str, phase: str) -> list[str]:
@@ -229,7 +228,7 @@ def start(lab: str, name: str, phase: str, say: Say) -> dict[str, Any]:
         )
     resolve(lab, name)  # a bad name or a dead VM is an error here, not in the keeper's log
     _remove_status(lab, name, phase)
-    log = (lab_dir(lab) / f"keeper-{name}-{phase}.log").open("w")
+    log = open_stream(lab_dir(lab) / f"keeper-{name}-{phase}.log", "append", binary=True)
     proc = subprocess.Popen(
         [sys.executable, *_keeper_argv(lab, name, phase)],
         stdin=subprocess.DEVNULL,

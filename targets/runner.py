@@ -29,6 +29,7 @@ from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
 from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
+from sanlab.scenarios.writing import write_file
 from sanlab.targets import backstores, dm_multipath, faults, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, StackError, kernel_tail
@@ -765,7 +766,7 @@ def run_point(
     result = _run_fio(p, job, wire, timeout, say, inject)
     after = _cpu_sample(initiator), _cpu_sample(target)
     stem = p.label.replace(" ", "_") + (f"_{initiator.name}" if share is not None else "")
-    (raw_dir / f"{stem}.json").write_text(result.stdout or "{}")
+    write_file(raw_dir / f"{stem}.json", result.stdout or "{}", what="fio output")
     try:
         fio = parse(result.stdout, p.rw)
     except SanlabError as exc:
