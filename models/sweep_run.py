@@ -32,8 +32,8 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.outdir import OutputFolder, signals_held
 from sanlab.scenarios.records import ResultRecord
-
 from sanlab.scenarios.writing import cannot_write, figure_bytes
+
 Progress = Callable[[int, int], None]
 JOURNAL = "points.jsonl"
 SPEC = "sweep.json"
@@ -97,9 +97,9 @@ class Journal:
                 f"--out {self.out}: its {JOURNAL} is not a file sanlab wrote (a symlink, or not in "
                 "the folder's manifest); give a new folder"
             )
-        with open(self.path, "rb") as handle:
         # The journal is sanlab's while it is the regular file the manifest names: a line torn by a
         # kill, or edited by hand, is skipped below and computed again.
+        with open(self.path, "rb") as handle:
             for raw in handle:
                 with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
                     row = json.loads(raw)
@@ -365,6 +365,7 @@ def _chart(rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: 
     fig.tight_layout()
     data = figure_bytes(fig, format="png")
     plt.close(fig)
+    return data
 
 
 def _short_numbers() -> Any:
@@ -376,4 +377,3 @@ def _short_numbers() -> Any:
         return f"{value / 1e3:g}k" if abs(value) >= 1e3 else f"{value:g}"
 
     return FuncFormatter(short)
-    return data
