@@ -50,6 +50,7 @@ from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, cpu_under_tcg, extra_kernel_args, qmp, version_line
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import write_atomically
+from sanlab.scenarios.writing import open_lock, write_file
 
 FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
 SWITCH = "SANLAB_SNAPSHOTS"
@@ -60,7 +61,6 @@ TEMPLATE_HOST = "template"
 SAVE_TIMEOUT_S = 180.0
 RESTORE_TIMEOUT_S = 60.0
 AGENT_AFTER_RESTORE_S = 20.0
-from sanlab.scenarios.writing import open_lock, write_file
 Command = tuple[str, dict[str, object]]
 MAPPED_RAM: Command = (
     "migrate-set-capabilities",
