@@ -112,6 +112,7 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
+@click.option("--wide", is_flag=True, help="Every column of the table (default: what fits 120 columns).")
 @click.option(
     "--budget",
     is_flag=True,
@@ -123,7 +124,13 @@ def _published_for(scenario: Scenario) -> list[Measured]:
     help="Also write table.txt, cells.csv, chart.png here.",
 )
 def model(
-    scenario: Path | None, as_json: bool, budget: bool, report: Path | None, seed: int, **opts: Any
+    scenario: Path | None,
+    as_json: bool,
+    wide: bool,
+    budget: bool,
+    report: Path | None,
+    seed: int,
+    **opts: Any,
 ) -> None:
     """Project a scenario (default: Zeta 2016) or one point onto real hardware.
 
@@ -169,14 +176,14 @@ def model(
         return
     cells = match([(job.label, r) for job, r in results], _published_for(chosen))
     title = f"{chosen.name}: projected by the sanlab model (seed {seed}) - not measured"
-    table = text_table(cells, title)
+    table = text_table(cells, title, wide)
     click.echo(table)
     if budget:
         for job, _ in results:
             _print_budget(job.point)
     if folder is not None:
         try:  # each file whole and stamped as it lands: a Ctrl-C leaves only sanlab's files
-            folder.write_text("table.txt", table)
+            folder.write_text("table.txt", text_table(cells, title, wide=True))
             folder.write_text("cells.csv", csv_text(cells))
             folder.write_bytes("chart.png", chart_png(cells, title))
             folder.write_text("results.json", json.dumps(results_document(records), indent=2))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,44 +65,95 @@ def match(labelled: Sequence[tuple[str, ResultRecord]], table: Sequence[Measured
     return cells
 
 
-def text_table(cells: Sequence[Cell], title: str) -> str:
-    """A fixed-width table a terminal and a README can both show: only columns with data, and a
-    legend under it for what is not self-evident."""
+WIDTH = 120  # the default table fits a 120-column terminal; --wide shows every column
+
+
+def text_table(cells: Sequence[Cell], title: str, wide: bool = False) -> str:
+    """A fixed-width table a terminal and a README can both show: the assumed hardware named
+    above it, only columns with data, and a legend under it that explains every column.
+
+    By default it fits ``WIDTH`` columns (CPU as one 'ini/tgt' column, no MiB/s,
+    p99 or latency error); ``wide`` shows all of them."""
     compare = any(c.measured for c in cells)
-    latency = compare and any(c.latency_error is not None for c in cells)
+    latency = wide and compare and any(c.latency_error is not None for c in cells)
     cpu = any(c.record.cpu_initiator_pct is not None or c.record.cpu_target_pct is not None for c in cells)
-    head = (
-        f"{'set-up':<22} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>10} {'MiB/s':>8} "
-        f"{'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% range':>17}"
-    )
-    head += f" {'cpu ini':>7} {'cpu tgt':>7}" if cpu else ""
+    label = 22 if wide else max(6, min(22, max((len(c.label) for c in cells), default=6)))
+    head = f"{'set-up':<{label}} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>9}"
+    if wide:
+        head += f" {'MiB/s':>8} {'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% range':>17}"
+        head += f" {'cpu ini':>7} {'cpu tgt':>7}" if cpu else ""
+    else:
+        head += f" {'lat us':>7}" + (f" {'cpu i/t%':>8}" if cpu else "")
+        head += f" {'bottleneck':<14} {'95% range':>11}"
     head += f" {'published':>10} {'err':>7}" if compare else ""
     head += f" {'lat err':>8}" if latency else ""
     out = io.StringIO()
+    out.write("".join(f"{line}\n" for line in profile_lines(cells)))
     out.write(f"{title}\n{head}\n{'-' * len(head)}\n")
     for c in cells:
-        out.write(_row(c, cpu, compare, latency) + "\n")
+        out.write(_row(c, label, wide, cpu, compare, latency) + "\n")
     for c in cells:
         if c.record.note:
-            out.write(f"note, {c.label}: {c.record.note}\n")
-    out.write(_legend(cpu, compare))
+            note = textwrap.wrap(f"note, {c.label}: {c.record.note}", WIDTH, subsequent_indent="  ")
+            out.write("".join(f"{line}\n" for line in note))
+    out.write(_legend(wide, cpu, compare, latency))
     if compare:
         out.write(_summary(cells))
     return out.getvalue()
 
 
-def _row(c: Cell, cpu: bool, compare: bool, latency: bool) -> str:
+def profile_lines(cells: Sequence[Cell]) -> list[str]:
+    """'profile modern-100g: 2 x 32 cores @ 2.8 GHz, MTU 9000, nvmet': the hardware each
+    profile stands for, as the records' machine facts say (with --cores, the cores used)."""
+    lines = []
+    for name in dict.fromkeys(c.record.profile for c in cells if c.record.profile):
+        records = [c.record for c in cells if c.record.profile == name]
+        hosts = list(dict.fromkeys(_hosts(r) for r in records if r.machine))
+        mtus = "/".join(str(m) for m in sorted({r.mtu for r in records}))
+        stacks = ", ".join(dict.fromkeys(r.target_stack for r in records))
+        lines.append(f"profile {name}: {'; '.join(hosts) or 'hosts not named'}, MTU {mtus}, {stacks}")
+    return lines
+
+
+def _hosts(record: ResultRecord) -> str:
+    machine = record.machine
+    assert machine is not None
+    sides = [(role, getattr(machine, role)) for role in ("initiator", "target")]
+    said = [(role, f"{h.cores} cores @ {h.ghz:g} GHz") for role, h in sides if h and h.cores and h.ghz]
+    if len(said) == 2 and said[0][1] == said[1][1]:
+        return f"2 \u00d7 {said[0][1]}"
+    return ", ".join(f"{role} {what}" for role, what in said)
+
+
+def outside_range(c: Cell) -> bool:
+    """A published value the model's 95 % range does not hold: worth a second look."""
+    spread = c.record.iops_range95
+    return bool(c.measured and spread and not spread[0] <= c.measured.iops <= spread[1])
+
+
+def _row(c: Cell, label: int, wide: bool, cpu: bool, compare: bool, latency: bool) -> str:
     r = c.record
     line = (
-        f"{c.label[:22]:<22} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
-        f"{r.iops or 0:>10,.0f} {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} "
-        f"{r.lat_p99_us or 0:>8.1f} {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
+        f"{c.label[:label]:<{label}} {r.rw:<9} {format_size(r.bs):>4} {r.numjobs:>4} {r.iodepth:>3} "
+        f"{r.iops or 0:>9,.0f}"
     )
-    if cpu:
-        line += f" {_percent(r.cpu_initiator_pct):>7} {_percent(r.cpu_target_pct):>7}"
+    if wide:
+        line += (
+            f" {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} {r.lat_p99_us or 0:>8.1f}"
+            f" {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
+        )
+        if cpu:
+            line += f" {_percent(r.cpu_initiator_pct):>7} {_percent(r.cpu_target_pct):>7}"
+    else:
+        line += f" {r.lat_mean_us or 0:>7.1f}"
+        if cpu:
+            both = f"{_number(r.cpu_initiator_pct)}/{_number(r.cpu_target_pct)}"
+            line += f" {both:>8}"
+        line += f" {r.bottleneck or '':<14} {_range(r.iops_range95):>11}"
     if compare:
         error = f"{100 * c.iops_error:+.1f}%" if c.measured and c.iops_error is not None else "-"
-        line += f" {f'{c.measured.iops:,.0f}' if c.measured else '-':>10} {error:>7}"
+        published = f"{c.measured.iops:,.0f}" + ("!" if outside_range(c) else " ") if c.measured else "- "
+        line += f" {published:>10} {error:>7}"
     if latency:
         lat = c.latency_error
         line += f" {f'{100 * lat:+.1f}%' if lat is not None else '-':>8}"
@@ -109,21 +161,43 @@ def _row(c: Cell, cpu: bool, compare: bool, latency: bool) -> str:
 
 
 def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{_number(value)}%"
+
+
+def _number(value: float | None) -> str:
     if value is None:
         return "-"
-    return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
 
 
-def _legend(cpu: bool, compare: bool) -> str:
-    parts = [
-        "IOPS 95% range: what the fitted parameters leave open and the model's own error"
-        " (models/README: how often published cells fall inside)"
-    ]
+def _legend(wide: bool, cpu: bool, compare: bool, latency: bool) -> str:
+    """Every column in a few words, wrapped to the table's width."""
+    parts = ["set-up: the projection", "rw bs jobs qd: fio's workload", "IOPS: projected"]
+    parts += (
+        ["MiB/s: IOPS x bs", "lat us, p99 us: mean and 99th-percentile latency"]
+        if wide
+        else ["lat us: mean latency"]
+    )
     if cpu:
-        parts.append("cpu ini/tgt: the initiator's and target's CPU busy, % of all their cores")
+        parts.append(
+            f"cpu {'ini, tgt' if wide else 'i/t%'}: initiator's and target's CPU busy, % of all cores"
+        )
+    parts.append(
+        "bottleneck: the resource more than half busy (*-cpu: a host's CPU, *-net: a TCP stack per packet,"
+        " link-in/out: the wire into/out of the initiator, device: the drive), else 'latency': too few I/Os"
+        " in flight to fill one"
+    )
+    parts.append("95% range: the IOPS the fitted parameters and the model's own error leave open")
     if compare:
-        parts.append("err: (model - published) / published, + where the model is higher")
-    return "".join(f"  {p}\n" for p in parts)
+        parts.append("published: measured IOPS, '!' where outside the 95% range")
+        parts.append("err: (model - published) / published")
+    if latency:
+        parts.append("lat err: the same for mean latency")
+    if not wide:
+        parts.append("--wide: every column")
+    text = "; ".join(parts) + "."
+    lines = textwrap.wrap(text, WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
 
 
 def _summary(cells: Sequence[Cell]) -> str:

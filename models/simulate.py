@@ -16,6 +16,7 @@ import numpy as np
 import simpy
 
 from sanlab.models.elements import Delay, Jitter, Server
+from sanlab.models.mva import bottleneck_of
 from sanlab.models.network import Network
 
 # Two-sided 95% Student t quantiles, for the batch-means interval.
@@ -125,7 +126,7 @@ class BatchMeans:
             lat_p99_us=float(np.percentile(lat, 99)),
             utilisation=utilisation,
             cpu_pct=cpu,
-            bottleneck=max(utilisation, key=lambda k: utilisation[k]) if utilisation else "latency",
+            bottleneck=bottleneck_of(utilisation),
             completed=self.done,
         )
 

@@ -152,3 +152,71 @@ def test_listing_and_checking_commands_speak_json(tmp_path):
     assert labs.exit_code == 0 and json.loads(labs.stdout) == []
     images = CliRunner().invoke(sanlab_cli, ["images", "list", "--json"], env=env)
     assert images.exit_code == 0 and isinstance(json.loads(images.stdout), list)
+
+
+ONE_POINT = [
+    "--transport",
+    "nvme-tcp",
+    "--fabric",
+    "eth",
+    "--link-gbps",
+    "100",
+    "--rw",
+    "randread",
+    "--bs",
+    "4k",
+]
+
+
+def _table_lines(result) -> list[str]:
+    assert result.exit_code == 0, result.output
+    return [line for line in result.stdout.splitlines() if not line.startswith("projecting")]
+
+
+@pytest.mark.slow  # projects Zeta's 30 points
+def test_the_default_table_fits_120_columns_names_the_profile_and_marks_far_published_values():
+    """Issue #48: no wrap on a 120-column terminal; the hardware said first; a published value
+    outside the model's range (iSCSI 40GbE 4 KiB read, 118,725 against 74k-116k) marked."""
+    lines = _table_lines(invoke("model"))
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
+    assert (
+        lines[0] == "profile zeta-2016: initiator 4 cores @ 3.1 GHz, target 4 cores @ 3.5 GHz, MTU 9000, scst"
+    )
+    far = next(line for line in lines if line.startswith("iSCSI 40GbE") and "randread    4k" in line)
+    assert "118,725!" in far and "74k-116k" in far
+    near = next(line for line in lines if line.startswith("iSER 40GbE RoCE") and "randread    4k" in line)
+    assert "366,993 " in near and "!" not in near
+    legend = " ".join(line.strip() for line in lines if line.startswith("  "))
+    head = next(line for line in lines if line.startswith("set-up")).split()
+    for column in (
+        "set-up",
+        "rw",
+        "bs",
+        "jobs",
+        "qd",
+        "IOPS",
+        "lat",
+        "cpu",
+        "bottleneck",
+        "95%",
+        "published",
+        "err",
+    ):
+        assert column in head and column in legend  # every column explained in the legend
+    assert "'!' where outside the 95% range" in legend and "--wide" in legend
+    wide = _table_lines(invoke("model", "--wide"))
+    assert max(len(line) for line in wide) > 120 and "p99 us" in wide[2] and "MiB/s" in wide[2]
+
+
+def test_a_point_names_its_profile_and_calls_an_idle_point_latency_bound():
+    """QD 1 keeps every resource under half busy: no resource is named, 'latency' is (the CPU is
+    about 1 % busy, and used to be printed as the bottleneck)."""
+    lines = _table_lines(invoke("model", *ONE_POINT, "--iodepth", "1", "--numjobs", "1"))
+    assert lines[0] == "profile modern-100g: 2 \u00d7 32 cores @ 2.8 GHz, MTU 9000, nvmet"
+    row = lines[4]
+    assert " latency " in row
+    busy = _table_lines(invoke("model", *ONE_POINT, "--iodepth", "32", "--numjobs", "8"))
+    row = busy[4]
+    assert " latency " not in row and max(len(line) for line in busy) <= 120
+    document = json.loads(invoke("model", *ONE_POINT, "--iodepth", "1", "--numjobs", "1", "--json").stdout)
+    assert document["results"][0]["bottleneck"] == "latency"  # the table and --json say one thing
