@@ -12,14 +12,13 @@ that would hang a run.
 
 from __future__ import annotations
 
-import os
 import shlex
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
 from sanlab.emulator.agent import Completed
+from sanlab.scenarios import ssh_options
 from sanlab.scenarios.errors import SanlabError
 
 # ssh's own exit status when it, not the remote command, failed.
@@ -32,22 +31,12 @@ class SshError(SanlabError):
 
 
 def check_identity(host: str, identity: str) -> None:
-    """A key file ssh can read: a missing one, or a folder, is named here, before any ssh runs."""
-    path = Path(identity).expanduser()
+    """A key file ssh can read: a missing one, a folder or a FIFO is named here, before any
+    ssh runs (scenarios/ssh_options.py holds the rule)."""
     try:
-        info = os.stat(path)
-    except OSError as exc:
-        raise SshError(f"{host}: identity {identity}: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode) or not os.access(path, os.R_OK):
-        raise SshError(f"{host}: identity {identity}: not a readable key file (give a private key's path)")
-
-
-def _unbracketed(destination: str) -> str:
-    """``user@[::1]`` as ssh takes it on its command line: ``user@::1`` (brackets are for URLs)."""
-    user, at, host = destination.rpartition("@")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return f"{user}{at}{host}"
+        ssh_options.check_key_file(identity)
+    except ValueError as exc:
+        raise SshError(f"{host}: identity {exc}") from None
 
 
 class SshHost:
@@ -64,34 +53,35 @@ class SshHost:
     ):
         if destination.startswith("-"):
             raise SshError(f"{name}: ssh destination {destination!r} would be read as an option")
-        self._name, self.port, self.identity = name, port, identity
-        self.destination = _unbracketed(destination)
+        try:  # the allowlist again, whichever way the options came: a file, an inventory, code
+            ssh_options.check_destination(destination)
+            self.options = tuple(ssh_options.check_option(option) for option in options)
+        except ValueError as exc:
+            raise SshError(f"{name}: {exc}") from None
+        if identity:
+            check_identity(name, identity)
+        self._name, self.port, self.identity, self.destination = name, port, identity, destination
         self.control_dir = control_dir or Path(tempfile.mkdtemp(prefix="sanlab-ssh-"))
-        self.options = options
 
     @property
     def name(self) -> str:
         return self._name
 
     def ssh_argv(self, remote: str) -> list[str]:
-        """The local argument vector that runs ``remote`` (one shell string) on the host."""
-        argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]
-        argv += [
-            "-o",
-            "ControlMaster=auto",
-            "-o",
-            f"ControlPath={self.control_dir}/ssh-%C",
-            "-o",
-            "ControlPersist=120",
-        ]
-        argv += ["-o", "ServerAliveInterval=15", "-o", "LogLevel=ERROR"]
-        if self.port:
-            argv += ["-p", str(self.port)]
-        if self.identity:
-            argv += ["-i", str(Path(self.identity).expanduser()), "-o", "IdentitiesOnly=yes"]
-        for option in self.options:
-            argv += ["-o", option]
-        return [*argv, "--", self.destination, remote]
+        """The local argument vector that runs ``remote`` (one shell string) on the host;
+        scenarios/ssh_options.py builds it, every option checked."""
+        try:
+            return ssh_options.ssh_argv(
+                self.destination,
+                [remote],
+                self.control_dir,
+                self.port,
+                self.identity,
+                self.options,
+                CONNECT_TIMEOUT_S,
+            )
+        except ValueError as exc:
+            raise SshError(f"{self.name}: {exc}") from None
 
     def _call(self, remote: str, timeout: float, stdin: bytes) -> tuple[int, bytes, bytes, bool]:
         try:

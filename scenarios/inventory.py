@@ -3,22 +3,26 @@
 Only the part of Ansible's format that says how to reach a machine is read:
 groups under ``all`` (``hosts``, ``children``, ``vars``, nested), and per
 host ``ansible_host``, ``ansible_user``, ``ansible_port``,
-``ansible_ssh_private_key_file`` and the ``-o Key=Value`` options of
-``ansible_ssh_common_args``, a host's own values over its groups'
-(the inner group's over the outer's).  Each scenario host is looked up by
-its name and becomes ``ssh: USER@ADDRESS`` with ``port`` and ``identity``;
-everything else in the inventory is left alone.  The merged scenario is
-then validated like any other, so a bad address is refused before anything
-runs, naming the inventory file.
+``ansible_ssh_private_key_file`` and the ssh options of
+``ansible_ssh_common_args`` and ``ansible_ssh_extra_args``, a host's own
+values over its groups' (the inner group's over the outer's).  Each scenario
+host is looked up by its name and becomes ``ssh: USER@ADDRESS`` with
+``port``, ``identity`` and ``ssh_options``; everything else in the inventory
+is left alone.  The ssh arguments are split into words as a shell would
+(``shlex``, nothing run) and each option goes through the one allowlist
+(ssh_options.py): ``-o KEY=VALUE``, ``-oKEY=VALUE`` and a few flags that set
+an allowed option; a refused one is named with the inventory file and its
+variable.  The merged scenario is then validated like any other, so a bad
+address is refused before anything runs, naming the inventory file.
 """
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 from typing import Any
 
 from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.ssh_options import options_from_args
 from sanlab.scenarios.yamlfile import load_yaml
 
 # Inventory variable -> the scenario host field it feeds.
@@ -70,37 +74,29 @@ def _walk(
         )
 
 
-def reach(variables: dict[str, Any], name: str) -> dict[str, Any]:
-    """The scenario host fields (ssh, port, identity) an inventory host's variables give."""
+# Inventory variables of ssh arguments, as Ansible passes them (common first, then extra).
+SSH_ARGS = ("ansible_ssh_common_args", "ansible_ssh_extra_args")
+
+
+def reach(variables: dict[str, Any], name: str, source: Path) -> dict[str, Any]:
+    """The scenario host fields (ssh, port, identity, ssh_options) an inventory host's
+    variables give."""
     address = str(variables.get("ansible_host", name))
     user = variables.get("ansible_user")
     fields: dict[str, Any] = {"ssh": f"{user}@{address}" if user else address}
     for variable, field in REACH.items():
         if variable in variables:
             fields[field] = variables[variable]
-    if "ansible_ssh_common_args" in variables:
-        fields["ssh_options"] = ssh_options(str(variables["ansible_ssh_common_args"]))
-    return fields
-
-
-def ssh_options(args: str) -> list[str]:
-    """``-o Key=Value`` pairs of an ansible_ssh_common_args string; anything else is refused
-    later by the schema, named."""
-    try:
-        words = shlex.split(args)
-    except ValueError as exc:  # an unbalanced quote
-        raise ValueError(
-            f"ansible_ssh_common_args {args[:60]!r} cannot be split into words ({exc})"
-        ) from None
     options = []
-    for i, word in enumerate(words):
-        if word == "-o" and i + 1 < len(words):
-            options.append(words[i + 1])
-        elif word.startswith("-o") and len(word) > 2:
-            options.append(word[2:])
-        elif i == 0 or words[i - 1] != "-o":
-            options.append(word)  # not an option pair: the schema will say so
-    return options
+    for variable in SSH_ARGS:
+        if variable in variables:
+            try:
+                options += options_from_args(str(variables[variable]))
+            except ValueError as exc:
+                raise _refuse(source, f"{name}.{variable}", str(exc)) from None
+    if options:
+        fields["ssh_options"] = options
+    return fields
 
 
 def apply(scenario: dict[str, Any], source: Path) -> dict[str, Any]:
@@ -115,8 +111,5 @@ def apply(scenario: dict[str, Any], source: Path) -> dict[str, Any]:
         if name not in known:
             listed = ", ".join(sorted(known)) or "none"
             raise _refuse(source, f"hosts[{i}]", f"has no host {name!r} of the scenario (hosts: {listed})")
-        try:
-            merged.append(dict(host) | reach(known[name], name))
-        except ValueError as exc:
-            raise _refuse(source, str(name), str(exc)) from None
+        merged.append(dict(host) | reach(known[name], name, source))
     return dict(scenario) | {"hosts": merged}

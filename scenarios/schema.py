@@ -56,6 +56,14 @@ from sanlab.scenarios.sizes import (
     parse_percent,
     parse_rate,
 )
+from sanlab.scenarios.ssh_options import (
+    DESTINATION,
+    DESTINATION_HINT,
+    KEY_FILE_SHAPE,
+    OPTION_SHAPE,
+    check_key_file,
+    check_option,
+)
 
 # Transports, fabrics and stacks are the registry's (scenarios/registry.py).
 Fabric = FabricName
@@ -117,20 +125,13 @@ _DHCHAP = r"^DHHC-1:0[0-3]:[A-Za-z0-9+/]{44,92}={0,2}:$"
 # base64 of a 32- or 48-byte key and its CRC-32.
 _TLS_PSK = r"^NVMeTLSkey-1:0[12]:[A-Za-z0-9+/]{48,72}={0,2}:$"
 _TEXT_LINE = r"^[^\x00-\x1f\x7f]*$"
-# Where ssh goes: [USER@]HOST, HOST a name or an address.  Never starts with
-# '-' (it would be read as an option) and holds no shell characters.
-# IPv6 addresses too: bare (root@::1, root@fe80::1) or in brackets (root@[::1]).
-_SSH = (
-    r"^([a-z_][a-z0-9_.-]{0,31}@)?"
-    r"([A-Za-z0-9][A-Za-z0-9.:-]{0,252}|:[0-9A-Fa-f:.]{1,44}|\[[0-9A-Fa-f:.]{2,45}\])$"
-)
+# Where ssh goes: [USER@]HOST (ssh_options.py, with every other ssh grammar).
+_SSH = DESTINATION
 # A network interface's name as Linux allows it (IFNAMSIZ 16), or an RDMA device's.
 _IFNAME = r"^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,14}$"
 # A block device to serve: a path under /dev, nothing else.
 _DEVICE = r"^/dev/[A-Za-z0-9_][A-Za-z0-9/_.:-]{0,120}$"
 _FILE_PATH = r"^[^\x00-\x1f\x7f]{1,250}$"
-# One ssh -o option, Key=Value (ssh_config's keywords are letters only).
-_SSH_OPTION = r"^[A-Za-z][A-Za-z0-9]{0,39}=[^\x00-\x1f\x7f]{0,250}$"
 # What each pattern means, for error messages.
 PATTERN_HINTS = {
     _HOST_NAME: "lower-case letters, digits and '-', starting with a letter, at most 31",
@@ -141,11 +142,10 @@ PATTERN_HINTS = {
     _DHCHAP: "a DH-HMAC-CHAP secret as 'nvme gen-dhchap-key' prints it: DHHC-1:0N:<base64>:",
     _TLS_PSK: "a configured PSK as 'nvme gen-tls-key' prints it: NVMeTLSkey-1:0N:<base64>:",
     _TEXT_LINE: "one line of text",
-    _SSH: "[USER@]HOST, HOST a name or an IPv4 or IPv6 address (bare or in [brackets])",
+    _SSH: DESTINATION_HINT,
     _IFNAME: "an interface or RDMA device name: letters, digits, '_', '.', ':' and '-', at most 15",
     _DEVICE: "a block device path under /dev, such as /dev/nvme1n1",
     _FILE_PATH: "a file path on one line",
-    _SSH_OPTION: "an ssh option as Key=Value, such as ProxyJump=bastion",
 }
 
 
@@ -154,35 +154,6 @@ def _no_parent_steps(path: str) -> str:
     if ".." in path.split("/"):
         raise ValueError(f"{path!r} climbs out of /dev with '..'")
     return path
-
-
-# ssh_config keywords that run a program on this machine (or load code into ssh, or pull in
-# other config that may): a scenario or inventory is data, and must never run anything here.
-LOCAL_COMMAND_OPTIONS = frozenset(
-    k.lower()
-    for k in (
-        "ProxyCommand",
-        "LocalCommand",
-        "PermitLocalCommand",
-        "KnownHostsCommand",
-        "Match",
-        "Include",
-        "PKCS11Provider",
-        "SecurityKeyProvider",
-        "ProxyUseFdpass",
-        "RemoteCommand",
-    )
-)
-
-
-def _no_local_commands(option: str) -> str:
-    key = option.split("=", 1)[0]
-    if key.lower() in LOCAL_COMMAND_OPTIONS:
-        raise ValueError(
-            f"{key} runs a command or loads code on this machine; sanlab takes no such option "
-            "from a scenario or inventory: put it in ~/.ssh/config"
-        )
-    return option
 
 
 HostName = Annotated[str, Field(pattern=_HOST_NAME)]
@@ -228,7 +199,15 @@ SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
 FilePath = Annotated[str, Field(pattern=_FILE_PATH)]
-SshOption = Annotated[str, Field(pattern=_SSH_OPTION), AfterValidator(_no_local_commands)]
+# One ssh -o option: only those ssh_options.py allows, each value in its grammar.  The JSON
+# schema gives editors the shape; check_option is the rule.
+SshOption = Annotated[
+    str, AfterValidator(check_option), WithJsonSchema({"type": "string", "pattern": OPTION_SHAPE})
+]
+# A private key for ssh -i: a path in ssh_options.py's grammar, of a regular, readable file.
+SshKeyFile = Annotated[
+    str, AfterValidator(check_key_file), WithJsonSchema({"type": "string", "pattern": KEY_FILE_SHAPE})
+]
 
 
 def _yaml_null_is_null_device(value: Any) -> Any:
@@ -295,7 +274,7 @@ class Host(Strict):
     memory: MemorySize = 1 << 30
     ssh: SshDestination | None = None
     port: int | None = Field(None, ge=1, le=65535)
-    identity: FilePath | None = None  # a private key file for ssh -i
+    identity: SshKeyFile | None = None  # a private key file for ssh -i
     ssh_options: Annotated[list[SshOption], Field(max_length=16)] = []  # each passed as ssh -o
 
 

@@ -48,8 +48,12 @@ INVENTORY = {
 
 
 def _files(tmp_path: Path, scenario: dict, inventory: dict) -> tuple[Path, Path]:
+    """The scenario and inventory in ``tmp_path``, with the key file the inventory names."""
+    key = tmp_path / "lab-key"
+    key.write_text("a key\n")
+    text = yaml.safe_dump(inventory).replace("~/.ssh/lab", str(key))
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
-    (tmp_path / "inv.yaml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "inv.yaml").write_text(text)
     return tmp_path / "s.yaml", tmp_path / "inv.yaml"
 
 
@@ -58,7 +62,8 @@ def test_an_inventory_gives_each_host_its_reach(tmp_path):
     hosts = {h.name: h for h in load_scenario(scenario_file, inventory).hosts}
     assert (hosts["ini"].ssh, hosts["ini"].port, hosts["ini"].identity) == ("admin@10.0.0.1", 2200, None)
     tgt = hosts["tgt"]
-    assert (tgt.ssh, tgt.port, tgt.identity) == ("root@10.0.0.2", 2200, "~/.ssh/lab")  # the inner group wins
+    key = str(tmp_path / "lab-key")
+    assert (tgt.ssh, tgt.port, tgt.identity) == ("root@10.0.0.2", 2200, key)  # the inner group wins
     assert tgt.ssh_options == ["ProxyJump=bastion", "Compression=yes"]
 
 
@@ -81,11 +86,26 @@ def test_a_hostile_inventory_address_is_refused_before_anything_runs(tmp_path, a
     assert f"{scenario_file} (hosts from {inventory_file}): hosts[0].ssh:" in str(caught.value)
 
 
-def test_an_ssh_option_that_is_not_key_value_is_refused(tmp_path):
+def test_an_ssh_flag_that_sets_no_allowed_option_is_refused_naming_the_inventory(tmp_path):
     inventory = {"all": {"hosts": {"ini": {"ansible_ssh_common_args": "-v"}, "tgt": {}}}}
     scenario_file, inventory_file = _files(tmp_path, MACHINES, inventory)
-    with pytest.raises(ScenarioError, match=r"hosts\[0\]\.ssh_options\[0\]"):
+    with pytest.raises(ScenarioError) as caught:
         load_scenario(scenario_file, inventory_file)
+    assert str(caught.value).startswith(f"{inventory_file}: ini.ansible_ssh_common_args: '-v' is not a flag")
+
+
+def test_inventory_flags_become_the_options_they_set(tmp_path):
+    args = "-J jump@bastion:2222 -p 2200 -l admin -C -4 -oConnectTimeout=5"
+    inventory = {"all": {"hosts": {"ini": {"ansible_ssh_extra_args": args}, "tgt": {}}}}
+    scenario_file, inventory_file = _files(tmp_path, MACHINES, inventory)
+    assert load_scenario(scenario_file, inventory_file).hosts[0].ssh_options == [
+        "ProxyJump=jump@bastion:2222",
+        "Port=2200",
+        "User=admin",
+        "Compression=yes",
+        "AddressFamily=inet",
+        "ConnectTimeout=5",
+    ]
 
 
 def _problems(data: dict) -> list[str]:
@@ -166,13 +186,35 @@ def test_facts_are_read_from_the_preflight_script_output():
     assert "missing tools: nvme" in "\n".join(lines)
 
 
-def test_ssh_argv_puts_the_destination_after_the_options():
-    host = SshHost("t", "root@10.0.0.2", 2200, "~/.ssh/lab", Path("/run/x"), ("ProxyJump=bastion",))
+def test_ssh_argv_puts_the_destination_after_the_options(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "lab").write_text("a key\n")
+    options = ("ProxyJump=bastion", "ConnectTimeout=5")
+    host = SshHost("t", "root@10.0.0.2", 2200, "~/.ssh/lab", Path("/run/x"), options)
     argv = host.ssh_argv("echo 'a b'")
     assert argv[0] == "ssh" and argv[-3:] == ["--", "root@10.0.0.2", "echo 'a b'"]
     assert argv[argv.index("-p") : argv.index("-p") + 2] == ["-p", "2200"]
     assert "BatchMode=yes" in argv and "ProxyJump=bastion" in argv
-    assert argv[argv.index("-i") + 1].endswith("/.ssh/lab") and not argv[argv.index("-i") + 1].startswith("~")
+    assert argv[argv.index("-i") + 1] == f"{tmp_path}/.ssh/lab"
+    # ssh takes an option's first value: the scenario's time-out goes before sanlab's default,
+    # and batch mode and the shared connection before anything of the scenario's.
+    assert argv.index("ConnectTimeout=5") < argv.index("ConnectTimeout=15")
+    assert argv.index("BatchMode=yes") < argv.index("ProxyJump=bastion")
+    assert 'ControlPath="/run/x/ssh-%C"' in argv
+
+
+def test_ssh_argv_of_an_ipv6_destination_drops_the_brackets():
+    assert SshHost("t", "root@[fe80::1]", control_dir=Path("/run/x")).ssh_argv("true")[-2] == "root@fe80::1"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("ProxyCommand=id",), ("ProxyJump=a`id`",), ("User=%d",), ("ControlPath=/tmp/x",), ("Port=22 x",)],
+)
+def test_an_ssh_host_refuses_an_option_the_allowlist_refuses_whoever_made_it(options):
+    with pytest.raises(SshError, match="^t: "):
+        SshHost("t", "root@10.0.0.2", control_dir=Path("/run/x"), options=options)
 
 
 def test_an_ssh_destination_that_looks_like_an_option_is_refused():
