@@ -1,17 +1,21 @@
 """Pictures of a capture: one I/O as a ladder diagram, and the latency of every I/O.
 
 A ladder (sequence) diagram has the initiator and the target as two
-lifelines and every frame of the I/O as an arrow between them, labelled
-with what Wireshark says of it and its size, time running down the page.
-Long runs of alike frames in one direction (the data of a 1 MiB read) are
-drawn as one arrow that says how many frames it stands for, so the picture
-stays readable; each arrow's SVG group id names the frames it carries
-(``frames-FIRST-LAST-nCOUNT``), and labels stay text in the SVG, so a
-program can check the picture as well as a person.
+lifelines and every frame of the I/O as an arrow between them, labelled by
+what it means to the protocol ("SCSI READ(10) 4 KiB", "R2T", "RDMA WRITE
+Middle", "NVMe completion") - from the fields the analyser decoded, never
+Wireshark's raw TCP line (Seq=, Ack=, TSval=) - and, unless asked not to,
+its size; time runs down the page.  Long runs of alike frames in one
+direction (the data of a 1 MiB read) are drawn as one arrow that says how
+many frames it stands for, so the picture stays readable; each arrow's SVG
+group id names the frames it carries (``frames-FIRST-LAST-nCOUNT``), and
+labels stay text in the SVG, so a program can check the picture as well as
+a person.  Every picture says it was captured under emulation.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.dissectors.attribute import Io
-from sanlab.dissectors.frames import Frame
+from sanlab.dissectors.frames import Command, Frame, Response, Unit
 from sanlab.scenarios.writing import figure_bytes, write_file
 
 Save = Callable[[Path, bytes], None]  # how a rendered picture is written (the CLI's manifest)
@@ -27,33 +31,105 @@ Save = Callable[[Path, bytes], None]  # how a rendered picture is written (the C
 # A picture with more arrows than this merges runs of alike frames.
 MAX_ARROWS = 40
 # A label's length before it is cut (between words), and where it wraps onto a second line:
-# with the figure 7 inches wide, 9-point text stays legible when the docs shrink it to a phone.
-LABEL_CHARS = 96
-WRAP_CHARS = 52
+# the figure is 5.2 inches wide and its labels 10-point, so that the docs' column, and a
+# 390-pixel phone, show them at 11 pixels or more.
+LABEL_CHARS = 64
+WRAP_CHARS = 36
+WIDTH_IN, LABEL_PT = 5.2, 10
+EMULATED = "emulated: QEMU VMs, software RDMA; not hardware times"
 
 
 @dataclass(frozen=True)
 class Arrow:
     frames: tuple[Frame, ...]
     outbound: bool  # initiator -> target
+    meaning: str = "frame"  # what the protocol says the frame is (meaning())
+    sizes: bool = True  # label the frames' captured size
 
     @property
     def label(self) -> str:
-        first = self.frames[0]
         size = sum(f.length for f in self.frames)
-        text = first.label or "frame"
+        text = _shortened(self.meaning, LABEL_CHARS)
         if len(self.frames) > 1:
-            return f"{len(self.frames)} x {_kind(first)} ({size:,} B)"
-        return f"{_shortened(text, LABEL_CHARS)} ({size:,} B)"
+            text = f"{len(self.frames)} x {text}"
+        return f"{text} ({size:,} B)" if self.sizes else text
 
     @property
     def gid(self) -> str:
         return f"frames-{self.frames[0].number}-{self.frames[-1].number}-n{len(self.frames)}"
 
 
-def _kind(frame: Frame) -> str:
-    """What a run of frames has in common: the label up to its first detail."""
-    return _shortened((frame.label or "frame").split(",")[0], 50)
+# InfiniBand RC opcodes (BTH) and iWARP RDMAP opcodes, by what they do.
+RC_NAMES = {
+    0: "SEND First", 1: "SEND Middle", 2: "SEND Last", 3: "SEND Last", 4: "SEND", 5: "SEND",
+    6: "RDMA WRITE First", 7: "RDMA WRITE Middle", 8: "RDMA WRITE Last", 9: "RDMA WRITE Last",
+    10: "RDMA WRITE", 11: "RDMA WRITE", 12: "RDMA READ request", 13: "RDMA READ response First",
+    14: "RDMA READ response Middle", 15: "RDMA READ response Last", 16: "RDMA READ response",
+    17: "RC ACK", 22: "SEND Last", 23: "SEND with Invalidate",
+}  # fmt: skip
+RDMAP_NAMES = {0: "RDMA WRITE", 1: "RDMA READ request", 2: "RDMA READ response", 3: "SEND",
+               4: "SEND with Invalidate", 5: "SEND", 6: "SEND with Invalidate", 7: "Terminate"}  # fmt: skip
+# What Wireshark's Info column says of an iSCSI or NVMe/TCP PDU, in the protocol's own words.
+TCP_PDUS = [
+    (re.compile(r"SCSI: (Read|Write)\((\d+)\) LUN"), lambda m: f"SCSI {m[1].upper()}({m[2]}) {{size}}"),
+    (re.compile(r"Data In"), lambda m: "Data-In"),
+    (re.compile(r"Data Out"), lambda m: "Data-Out"),
+    (re.compile(r"Ready To Transfer|\bR2T\b", re.I), lambda m: "R2T"),
+    (re.compile(r"SCSI: Response"), lambda m: "SCSI Response"),
+    (re.compile(r"NVMe (Read|Write)\b(?! \w)"), lambda m: f"NVMe {m[1]} {{size}}"),
+    (re.compile(r"NVMeOF Data for Read"), lambda m: "C2HData"),
+    (re.compile(r"NVMeOF Data for Write"), lambda m: "H2CData"),
+    (re.compile(r"NVMe CQE"), lambda m: "NVMe completion"),
+]
+
+
+def size_text(nbytes: int) -> str:
+    """4 KiB, 1 MiB, 512 B: a data size as a reader says it."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes:,} B"
+
+
+def meaning(frame: Frame, io: Io) -> str:
+    """What ``frame`` is to the protocol: its command, response or data, and the RDMA or TCP
+    operation carrying it.  A TCP segment that only carries part of a PDU is named ``""``
+    here; arrows() names it after the PDU it belongs to."""
+    if frame.tcp_len == 0 and not frame.fpdus:
+        return "TCP ACK"
+    size = size_text(io.nbytes)
+    words = []
+    units: list[Unit] = [*frame.units] or [*frame.commands, *(Response(t) for t in frame.responses)]
+    for unit in units:
+        if isinstance(unit, Command):
+            words.append(_command(unit, frame, size))
+        elif isinstance(unit, str):  # a non-I/O PDU: login, keep-alive…
+            words.append(unit)
+        else:
+            words.append({"srp": "SRP_RSP", "iser": "SCSI Response"}.get(frame.transport, "NVMe completion"))
+    if frame.bth >= 0:
+        carrier = RC_NAMES.get(frame.bth, f"RC opcode {frame.bth}")
+        return f"{' + '.join(words)} ({carrier})" if words else carrier
+    if frame.fpdus:
+        carriers = [RDMAP_NAMES.get(p.opcode, f"RDMAP {p.opcode}") for p in frame.fpdus]
+        data = [c for c in dict.fromkeys(carriers) if not c.startswith("SEND")]
+        return " + ".join([*words, *data]) or " + ".join(dict.fromkeys(carriers))
+    parts = [fmt(m).format(size=size) for rx, fmt in TCP_PDUS for m in [rx.search(frame.label)] if m]
+    return " + ".join(dict.fromkeys(parts))
+
+
+def _command(command: Command, frame: Frame, size: str) -> str:
+    if frame.transport == "nvme-rdma":
+        return f"NVMe {command.op.capitalize()} {size}"
+    found = re.search(r"(?i)(read|write)\((\d+)\)", frame.label)
+    cdb = f"({found[2]})" if found else ""
+    prefix = "SRP_CMD: " if frame.transport == "srp" else ""
+    return f"{prefix}SCSI {command.op.upper()}{cdb} {size}"
+
+
+def _kind(arrow: Arrow) -> str:
+    """What a run of frames has in common: the meaning up to its first detail."""
+    return arrow.meaning.split(" (")[0]
 
 
 def _shortened(text: str, limit: int) -> str:
@@ -66,38 +142,63 @@ def _shortened(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip(" ,") + "…"
 
 
-def arrows(io: Io) -> list[Arrow]:
-    """One arrow per frame, or per run of alike frames when there are too many to draw."""
-    single = [Arrow((f,), f.src == io.initiator) for f in io.frames]
-    if len(single) <= MAX_ARROWS:
+def arrows(io: Io, sizes: bool = True, max_arrows: int | None = None) -> list[Arrow]:
+    """One arrow per frame, or per run of alike frames when there are more than ``max_arrows``
+    (MAX_ARROWS unless given)."""
+    max_arrows = MAX_ARROWS if max_arrows is None else max_arrows
+    said = [meaning(f, io) for f in io.frames]
+    for i in reversed(range(len(said))):  # a TCP segment of a PDU: named after the PDU it is part of
+        if not said[i]:
+            same_way = [said[j] for j in range(i + 1, len(said)) if io.frames[j].src == io.frames[i].src]
+            pdu = next((s for s in same_way if s and not s.startswith("segment of")), "a PDU")
+            said[i] = f"segment of {pdu}"
+    single = [Arrow((f,), f.src == io.initiator, s, sizes) for f, s in zip(io.frames, said, strict=True)]
+    if len(single) <= max_arrows:
         return single
     merged: list[Arrow] = []
     for arrow in single:
         last = merged[-1] if merged else None
-        frame = arrow.frames[0]
-        if last and last.outbound == arrow.outbound and _kind(last.frames[-1]) == _kind(frame):
-            merged[-1] = Arrow(last.frames + (frame,), last.outbound)
+        if last and last.outbound == arrow.outbound and _kind(last) == _kind(arrow):
+            merged[-1] = Arrow(last.frames + arrow.frames, last.outbound, _kind(arrow), sizes)
         else:
             merged.append(arrow)
     return merged
 
 
+def tag_text(io: Io) -> str:
+    """The task's tag as its protocol writes it: SRP's 8-byte tag arrives as tshark's hex
+    bytes, little-endian ('1600000000000000' is tag 0x16)."""
+    if re.fullmatch(r"[0-9a-f]{16}", io.tag):
+        return hex(int.from_bytes(bytes.fromhex(io.tag), "little"))
+    if io.tag.isdigit() and int(io.tag) > 0xFFFF:  # an iSCSI ITT: hex, as Wireshark shows it
+        return hex(int(io.tag))
+    return io.tag
+
+
 def ladder(
-    io: Io, svg: Path, png: Path | None = None, title: str = "", save: Save | None = None
+    io: Io,
+    svg: Path,
+    png: Path | None = None,
+    title: str = "",
+    save: Save | None = None,
+    sizes: bool = True,
+    max_arrows: int | None = None,
 ) -> list[Arrow]:
-    """Draw ``io`` as a ladder diagram into ``svg`` (and ``png``); returns the arrows drawn."""
+    """Draw ``io`` as a ladder diagram into ``svg`` (and ``png``); returns the arrows drawn.
+    ``sizes=False`` leaves the frames' sizes out (a handout whose question is their sum);
+    a smaller ``max_arrows`` merges runs of alike frames sooner."""
     plt = _pyplot()
-    drawn = arrows(io)
+    drawn = arrows(io, sizes, max_arrows)
     start = io.frames[0].time
-    height = max(4.0, 0.62 * len(drawn) + 1.5)
-    fig, ax = plt.subplots(figsize=(7, height), dpi=100)
-    ax.set_xlim(-0.5, 1.5)
-    ax.set_ylim(len(drawn) + 0.5, -1.1)
+    rows = len(drawn)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 0.62 * rows + 1.7)), dpi=100)
+    ax.set_xlim(-0.42, 1.25)
+    ax.set_ylim(rows + 0.5, -0.7)
     ax.axis("off")
     target = next((f.dst for f in io.frames if f.src == io.initiator), "")
     for x, name in ((0, f"initiator\n{io.initiator}"), (1, f"target\n{target}")):
-        ax.plot([x, x], [-0.2, len(drawn) + 0.3], color="0.4", linewidth=1.2)
-        ax.text(x, -0.45, name, ha="center", va="bottom", fontsize=9, fontweight="bold")
+        ax.plot([x, x], [-0.2, rows + 0.3], color="0.4", linewidth=1.2)
+        ax.text(x, -0.25, name, ha="center", va="bottom", fontsize=LABEL_PT, fontweight="bold")
     for row, arrow in enumerate(drawn, start=1):
         x0, x1 = (0, 1) if arrow.outbound else (1, 0)
         at_us = (arrow.frames[0].time - start) * 1e6
@@ -108,13 +209,12 @@ def ladder(
             arrowprops={"arrowstyle": "->", "color": "tab:blue" if arrow.outbound else "tab:green"},
         )
         group.arrow_patch.set_gid(arrow.gid)
-        label = "\n".join(textwrap.wrap(arrow.label, WRAP_CHARS)[:2])
-        text = ax.text(0.5, row - 0.12, label, ha="center", va="bottom", fontsize=9, linespacing=1.0)
+        label = "\n".join(textwrap.wrap(arrow.label, WRAP_CHARS, break_long_words=False)[:2])
+        text = ax.text(0.5, row - 0.1, label, ha="center", va="bottom", fontsize=LABEL_PT, linespacing=1.0)
         text.set_gid(f"label-{arrow.gid}")
-        ax.text(-0.48, row, f"{at_us:,.0f} µs", ha="left", va="center", fontsize=8, color="0.3")
-    ax.set_title(
-        title or f"{io.op} {io.nbytes:,} B, tag {io.tag}: {io.latency_us:,.0f} µs on the wire", fontsize=10
-    )
+        ax.text(-0.4, row, f"{at_us:,.0f} µs", ha="left", va="center", fontsize=LABEL_PT - 1, color="0.3")
+    head = title or f"{io.op} {size_text(io.nbytes)}, tag {tag_text(io)}: {io.latency_us:,.0f} µs on the wire"
+    ax.set_title(f"{head}\n{EMULATED}", fontsize=LABEL_PT)
     fig.tight_layout()
     (save or save_picture)(svg, figure_bytes(fig, format="svg"))
     if png is not None:
@@ -130,7 +230,8 @@ def latency_chart(ios: Sequence[Io], path: Path, title: str = "", save: Save | N
     groups: dict[str, list[float]] = {}
     for io in ios:
         groups.setdefault(f"{io.op} {io.nbytes:,} B", []).append(io.latency_us)
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    # The legend sits under the axes, one line a curve, so it never covers one.
+    fig, ax = plt.subplots(figsize=(7, 4.2 + 0.22 * len(groups)), dpi=110)
     for name, values in sorted(groups.items()):
         ordered = sorted(values)
         shares = [(i + 1) / len(ordered) for i in range(len(ordered))]
@@ -142,9 +243,9 @@ def latency_chart(ios: Sequence[Io], path: Path, title: str = "", save: Save | N
     ax.set_xlabel("latency on the wire, command to response (µs, log scale)")
     ax.set_ylabel("share of I/Os finished")
     ax.grid(alpha=0.3, which="both")
-    ax.set_title(title or "latency per operation (from the capture)", fontsize=10)
+    ax.set_title(f"{title or 'latency per operation (from the capture)'}\n{EMULATED}", fontsize=10)
     if groups:
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False)
     fig.tight_layout()
     (save or save_picture)(path, figure_bytes(fig, format=path.suffix.lstrip(".").lower() or "png"))
     plt.close(fig)
