@@ -20,18 +20,15 @@ import copy
 import dataclasses
 from collections.abc import Callable
 
-import numpy as np
-
 from sanlab.models import mva
 from sanlab.models.calibrate import Correction, Fit, Task, busy_pct, cpu_side, evaluate, solve
 from sanlab.models.network import build
-from sanlab.models.params import get_param, set_param
+from sanlab.models.params import set_param
 from sanlab.models.profile import Profile
 from sanlab.models.published import Measured
 
 ROUNDS = 4  # at most, after the plain analytic fit
 SETTLED = 0.01  # no parameter moved more than this share in the last round
-STARTS = (1.0, 0.5, 2.0)  # the base's values scaled by these: the analytic fit starts from the best
 
 
 def solve_by_simulation(
@@ -39,14 +36,11 @@ def solve_by_simulation(
 ) -> Fit:
     """The fit of ``task`` with its cells corrected towards the simulator until it settles;
     ``say`` hears of each round (a fit of a few hundred cells takes a while)."""
-    task, result = _best_start(task)
+    say("  the analytic fit")
+    result = solve(task)
     for round_ in range(1, rounds + 1):
         say(f"  round {round_} of at most {rounds}: simulating each cell at the last fit")
-        corrections = {
-            id(row): correction(result.profiles[name], row, seed)
-            for name, rows in task.rows.items()
-            for row in rows
-        }
+        corrections = _corrections(task, result.profiles, seed)
         task = dataclasses.replace(task, document=_at(task, result), corrections=corrections)
         previous, result = result, solve(task)
         if _settled(previous, result):
@@ -54,25 +48,9 @@ def solve_by_simulation(
     return result
 
 
-def _best_start(task: Task) -> tuple[Task, Fit]:
-    """The analytic fit from the start with the least misfit of a few, every parameter scaled alike.
-
-    Least squares from one start can settle where one cost stands in for
-    another (a NIC's latency for a drive's, far from a start twice off);
-    the start is scaled both ways, blind to which way the base is wrong.
-    """
-    best: tuple[float, Task, Fit] | None = None
-    for scale in STARTS:
-        document = copy.deepcopy(task.document)
-        for name, low, high in zip(task.params.names, task.params.lower, task.params.upper, strict=True):
-            set_param(document, name, min(max(get_param(document, name) * scale, low), high))
-        tried = dataclasses.replace(task, document=document)
-        result = solve(tried)
-        misfit = float(np.sum(tried.data_residuals(np.log(list(result.params.values()))) ** 2))
-        if best is None or misfit < best[0]:
-            best = (misfit, tried, result)
-    assert best is not None
-    return best[1], best[2]
+def _corrections(task: Task, profiles: dict[str, Profile], seed: int) -> dict[int, Correction]:
+    rows = [(name, row) for name, named in task.rows.items() for row in named]
+    return {id(row): correction(profiles[name], row, seed) for name, row in rows}
 
 
 def correction(profile: Profile, row: Measured, seed: int) -> Correction:

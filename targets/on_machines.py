@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sanlab.emulator.machines import Preflight, connect, describe, preflight
+from sanlab.emulator.machines import Preflight, connect, describe, interfaces_of, preflight
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.records import RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.targets import runner
+from sanlab.targets.host_facts import read_devices, read_host
 
 
 @contextmanager
@@ -69,5 +70,8 @@ def run_on_machines(scenario: Scenario, out: Path, journal: RunJournal, say: Say
         checked = check_machines(scenario, hosts, say)
         speeds, mtus = _link_facts(scenario, checked)
         facts = {name: f.record() for name, f in checked.facts.items()}
-        machines = runner.Machines(facts, speeds, mtus)
+        say("reading each host's CPU, NICs and backend devices for the records")
+        described = {name: read_host(host, interfaces_of(scenario, name)) for name, host in hosts.items()}
+        devices = read_devices([t.target for t in scenario.plan.targets], hosts)
+        machines = runner.Machines(facts, speeds, mtus, described, devices)
         runner.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines, skip=skip)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -24,13 +24,13 @@ from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.plan import PlannedTarget
-from sanlab.scenarios.records import ResultRecord, aggregate
+from sanlab.scenarios.records import BackendFacts, HostFacts, MachineFacts, NicFacts, ResultRecord, aggregate
 from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
 from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
 from sanlab.scenarios.writing import write_file
-from sanlab.targets import backstores, dm_multipath, faults, kernel_stacks, nvme_host
+from sanlab.targets import backstores, dm_multipath, faults, host_facts, kernel_stacks, nvme_host
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, StackError, kernel_tail
 from sanlab.targets.naming import nqn
@@ -110,6 +110,8 @@ class Placement:
     mtu: int
     mode: str = "emulated"  # 'measured' on real machines
     hardware: Mapping[str, object] | None = None  # facts of the target and initiator hosts
+    machine: MachineFacts | None = None  # what a model needs of both hosts (targets/host_facts.py)
+    devices: Mapping[tuple[str, str], BackendFacts] = field(default_factory=dict)  # (host, device)
 
     def record_base(self, target: Target) -> dict[str, object]:
         """The fields every record of this target shares."""
@@ -117,6 +119,8 @@ class Placement:
             "mode": self.mode,
             "initiator": self.wiring.initiator_host.name,
             "hardware": self.hardware,
+            "machine": self.machine,
+            "backend": host_facts.backend_of(target, self.devices),
             "transport": target.transport,
             "fabric": self.fabric,
             "rdma_driver": self.rdma_driver,
@@ -263,6 +267,15 @@ class Machines:
     facts: Mapping[str, Mapping[str, object]]  # host name -> hardware facts
     link_gbps: Mapping[str, float | None]  # link name -> the NICs' negotiated speed
     mtu: Mapping[str, int]  # link name -> the interfaces' MTU
+    # host name -> its CPU and kernel, and the NIC of each of its link interfaces
+    hosts: Mapping[str, tuple[HostFacts, Mapping[str, NicFacts]]] = field(default_factory=dict)
+    devices: Mapping[tuple[str, str], BackendFacts] = field(default_factory=dict)  # (host, device)
+
+    def _host(self, name: str, interface: str) -> HostFacts | None:
+        if name not in self.hosts:
+            return None
+        cpu, nics = self.hosts[name]
+        return cpu.model_copy(update={"nic": nics.get(interface)})
 
     def apply(self, placement: Placement) -> Placement:
         wire = placement.wiring
@@ -270,10 +283,16 @@ class Machines:
             "target": self.facts.get(wire.target_host.name),
             "initiator": self.facts.get(wire.initiator_host.name),
         }
+        machine = MachineFacts(
+            initiator=self._host(wire.initiator_host.name, wire.initiator_end.interface),
+            target=self._host(wire.target_host.name, wire.target_end.interface),
+        )
         return replace(
             placement,
             mode="measured",
             hardware=hardware,
+            machine=machine,
+            devices=self.devices,
             link_gbps=self.link_gbps.get(wire.link),
             mtu=self.mtu.get(wire.link, placement.mtu),
         )

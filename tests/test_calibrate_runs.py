@@ -37,14 +37,19 @@ from sanlab.scenarios.errors import SanlabError
 
 NOISE = 0.02
 SIMULATED = 11  # the records' seed: not the fit's (1), so the fit meets fresh batches
-# A user's own machine, written by hand (no ``from:``): other cores, clock, core design,
-# NIC latency and per-packet cost, MTU, stacks (LIO, nvmet) and an NVMe drive of its own.
+# A user's own machine, written by hand: hosts without ``from:`` (other cores, clock and core
+# designs), a NIC of its own latency, per-packet cost, MTU and slot, other stacks (LIO, nvmet)
+# and an NVMe drive of its own.  What no record states and no cell pins - the NIC's batching
+# window and PCIe latency, a RAM disk's copy cost - it shares with the default profile, which
+# lends them to the fit: no method could recover those from IOPS.
 USER_LAB = {
     "name": "user-lab",
     "initiator": {"cpu": "AMD EPYC 7443P", "core": "zen3", "cores": 24, "ghz": 3.2},
     "target": {"cpu": "2 x Xeon Gold 6338", "core": "sunny-cove", "cores": 64, "ghz": 2.0},
     "nics": [
         {
+            "from": "modern-100g",
+            "like": "connectx-5",
             "name": "e810",
             "fabrics": ["eth", "roce"],
             "link_gbps": [100],
@@ -65,7 +70,7 @@ USER_LAB = {
             "read_gbytes_per_s": 8.0,
             "write_gbytes_per_s": 3.8,
         },
-        "ramdisk": {"kind": "ramdisk", "name": "RAM disk", "target_cycles_per_byte": 0.3},
+        "ramdisk": {"from": "modern-100g", "name": "RAM disk"},
     },  # fmt: skip
     "default_backend": "nvme",
     "target_stacks": {"iscsi": "lio", "nvme-tcp": "nvmet", "nvme-rdma": "nvmet"},
@@ -89,9 +94,7 @@ def cells(truth: str) -> list[Point]:
         for (t, f), rw, bs, qd, nj in shapes
     ]
     if truth == "user-lab":
-        made += [
-            dataclasses.replace(p, backend="ramdisk") for p in made if p.iodepth == 1 and p.numjobs == 1
-        ]
+        made += [dataclasses.replace(p, backend="ramdisk") for p in made if p.iodepth == 1 and p.numjobs == 1]
     return made
 
 

@@ -28,7 +28,8 @@ import yaml
 from sanlab.emulator.lab import running_lab
 from sanlab.emulator.machines import preflight
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.targets import runner
+from sanlab.scenarios.records import BackendFacts
+from sanlab.targets import host_facts, runner
 from support import SCENARIOS
 
 pytestmark = pytest.mark.vm
@@ -231,7 +232,27 @@ def test_run_with_an_inventory_measures_and_records_the_hardware(lab, tmp_path):
         hardware = record["hardware"]
         assert hardware["target"]["kernel"].startswith("6.1")
         assert hardware["initiator"]["nics"]["roce"]["rdma"] == "rxe_roce"
+        _describes_the_guests(record)
     assert _state(lab) == before
+
+
+def _describes_the_guests(record: dict) -> None:
+    """Every machine fact a model needs, read from the guests by lscpu, /sys and ethtool or its
+    fallback, and each as preflight (another reading, by other means) found it."""
+    assert (record["mtu"], record["target_stack"]) in ((1500, "nvmet"), (1500, "lio"))
+    assert record["backend"] == {"kind": "ramdisk", "model": "RAM disk (a file in /dev/shm)"}
+    for role in ("initiator", "target"):
+        host, seen = record["machine"][role], record["hardware"][role]
+        assert host["kernel"] == seen["kernel"] and host["kernel"].startswith("6.1")
+        assert host["cpu_model"] and host["cpu_model"] == seen["cpu_model"]
+        assert host["threads"] == seen["cores"] == 1 and host["sockets"] == 1 and host["cores"] == 1
+        assert host["ghz"] and abs(host["ghz"] * 1000 - seen["cpu_mhz"]) < 500
+        nic, seen_nic = host["nic"], seen["nics"]["roce"]
+        assert nic["driver"] == seen_nic["driver"] == "virtio_net"
+        assert nic["model"] == seen_nic["pci_id"] and nic["model"].startswith("0x1af4")
+        assert nic["mtu"] == seen_nic["mtu"] == 1500 and nic["firmware"] == seen_nic["firmware"]
+        # virtio has no link speed or PCIe link of its own: none is made up
+        assert nic["speed_gbps"] is None and seen_nic["speed_mbps"] is None and nic["pcie"] == ""
 
 
 SCRATCH = "modprobe brd rd_nr=1 rd_size=16384 max_part=1; [ -b /dev/ram0 ]"
@@ -284,6 +305,9 @@ def test_a_device_marked_destroy_is_served_and_verified(lab, tmp_path):
     (record,) = runner.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
     assert record.error is None and record.verify == "pass" and record.verified_bytes == 2 << 20
     assert lab.ssh_hosts["target"].run("[ -b /dev/ram0 ]").ok  # served, never removed
+    # The device as a record names it: a plain block device (brd states no model).
+    read = host_facts.read_devices(scenario.targets, lab.ssh_hosts)
+    assert read == {("target", "/dev/ram0"): BackendFacts(kind="block", model="")}
 
 
 def test_ssh_argv_quotes_once(lab):
