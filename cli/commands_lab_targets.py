@@ -16,10 +16,9 @@ import click
 
 from sanlab.commands_lab import lab
 from sanlab.emulator.lab import lab_names
-from sanlab.lab_checks import LabProbes
-from sanlab.scenarios.checking import run_checks
+from sanlab.lab_checks import LabProbes, checked_exercise
+from sanlab.scenarios.checking import Checker, next_step
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.exercises import find_exercise
 from sanlab.scenarios.schema import READ_WRITE, Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets import lab_targets
@@ -150,34 +149,43 @@ def lab_fault(name: str, link: str, seconds: float) -> None:
 
 @lab.command("check")
 @click.argument("name")
-@click.argument("exercise")
+@click.argument("exercise", required=False)
 @click.option(
     "--answers",
     type=click.Path(path_type=Path),
     help="The student's answers (YAML, key: value). Default: EXERCISE.answers.yaml here.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the steps as JSON.")
-def lab_check(name: str, exercise: str, answers: Path | None, as_json: bool) -> None:
+def lab_check(name: str, exercise: str | None, answers: Path | None, as_json: bool) -> None:
     """Say which steps of EXERCISE lab NAME shows done, with a hint for the next one.
 
-    Exit 0 when every step is done, 1 otherwise.  Exercises are in the
-    labs' handouts (docs/labs/).
+    An exercise that boots nothing (lab 6: answers from the model) needs no
+    lab: give the exercise alone.  Exit 0 when every step is done, 1
+    otherwise.  Exercises are in the labs' handouts (docs/labs/).
+
+    \b
+    Examples:
+      sanlab lab check iscsi-wire iscsi-wire
+      sanlab lab check project-100g
     """
     try:
-        labs_file, found = find_exercise(exercise)
-        verdicts = run_checks(LabProbes(name), found, answers or Path(f"{exercise}.answers.yaml"))
+        labs_file, found, name = checked_exercise(name, exercise)
+        checker = Checker(
+            LabProbes(name), answers or Path(f"{exercise or name}.answers.yaml"), found.answer_keys
+        )
+        verdicts = [checker.check(step) for step in found.steps]
     except SanlabError as exc:
         fail(exc)
+    exercise = exercise or name
     if as_json:
         click.echo(json.dumps({"exercise": exercise, "steps": [v.document() for v in verdicts]}, indent=2))
     else:
         click.echo(f"{exercise}: {found.title}")
         for v in verdicts:
             click.echo(f"  [{'x' if v.done else ' '}] {v.step.id}: {v.step.says}  ({v.seen})")
-        todo = next((v for v in verdicts if not v.done), None)
-        if name not in lab_names():  # nothing else can be done before the lab is up
-            named = "" if name == labs_file.lab else f" --name {name}"
-            click.echo(f"next: sanlab lab up scenarios/labs/{labs_file.lab}.yaml{named}")
-        else:
-            click.echo(f"next: {todo.step.hint}" if todo else "every step is done")
+        for line in checker.unknown_keys():
+            click.echo(line)
+        named = "" if name == labs_file.lab else f" --name {name}"
+        boot = f"sanlab lab up scenarios/labs/{labs_file.lab}.yaml{named}"
+        click.echo(next_step(verdicts, found, name in lab_names(), boot))
     sys.exit(0 if all(v.done for v in verdicts) else 1)

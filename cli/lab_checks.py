@@ -19,7 +19,17 @@ from sanlab.emulator import probes as host_probes
 from sanlab.emulator.lab import capture_file
 from sanlab.scenarios.checking import Seen
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.exercises import CaptureProbe, HostProbe, LocalProbe, Measured, Projected, TargetProbe
+from sanlab.scenarios.exercises import (
+    CaptureProbe,
+    Exercise,
+    ExerciseFile,
+    HostProbe,
+    LocalProbe,
+    Measured,
+    Projected,
+    TargetProbe,
+    find_exercise,
+)
 from sanlab.targets import lab_targets
 
 MODEL_TIMEOUT_S = 600.0
@@ -68,3 +78,15 @@ def projected(options: Mapping[str, object], field: str) -> object:
     if run.returncode != 0:
         raise SanlabError(f"sanlab model failed: {run.stderr.strip()[-200:]}")
     return json.loads(run.stdout)["results"][0][field]
+
+
+def checked_exercise(name: str, exercise: str | None) -> tuple[ExerciseFile, Exercise, str]:
+    """``lab check NAME EXERCISE``, or ``lab check EXERCISE`` for an exercise that boots
+    nothing (lab 6): its file, the exercise, and the lab name its probes use."""
+    labs_file, found = find_exercise(exercise or name)
+    if exercise is None and found.needs_lab:
+        raise SanlabError(
+            f"exercise {name!r} looks at a running lab: give the lab too "
+            f"(sanlab lab check {labs_file.lab} {name})"
+        )
+    return labs_file, found, name if exercise else labs_file.lab

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 # Units an answer may carry, by kind, as a factor to the kind's base (seconds, bytes/s, ratio).
@@ -94,24 +95,38 @@ def _in_unit(value: float, written: str | None, wanted: str | None) -> Reading:
     return Reading(value * have[1] / want[1])
 
 
-def judge(given: object, expected: object, tolerance: float, unit: str | None = None) -> tuple[bool, str]:
-    """(right, reason): a number within ``tolerance`` of the expected one, or the same text.
+def judge(
+    given: object, expected: object, tolerance: float, unit: str | None = None, words: Sequence[str] = ()
+) -> tuple[bool, str]:
+    """(right, reason): a number within ``tolerance`` of the expected one, or the same word.
 
     An expected number may be written as hex text (``"0x25"``): the answer
     is then read as a number too, so that 0x25, "0x25" and 37 all agree.
+    Words are compared loosely (``initiator CPU``, ``initiator_cpu`` and
+    ``initiator-cpu`` are one word); ``words`` are the names the handout
+    lists, so an answer that is none of them is told so.  A reason echoes
+    the answer as it was written, never as it was read.
     """
+    written = str(given).strip()[:40]
     wanted = _expected_number(expected)
     if wanted is None:
-        ok = str(given).strip().lower() == str(expected).strip().lower()
-        return ok, "" if ok else f"{str(given)[:40]!r} is not it (a word is asked for)"
+        if loose_word(given) == loose_word(expected):
+            return True, ""
+        if words and loose_word(given) not in {loose_word(w) for w in words}:
+            return False, f"{written!r} is none of the names the handout lists ({', '.join(words)})"
+        return False, f"{written!r} is not it (a word is asked for)"
     reading = read_number(given, unit)
     if reading.value is None:
-        return False, f"{str(given)[:40]!r} {reading.problem}"
+        return False, f"{written!r} {reading.problem}"
     if math.isclose(reading.value, wanted, rel_tol=tolerance, abs_tol=1e-9):
         return True, ""
     within = f"within {tolerance:.0%}" if tolerance else "exact"
-    read = f"{reading.value:,.6g}" + (f" {unit}" if unit else "")
-    return False, f"read {read}: not it (a number is asked for, {within})"
+    return False, f"{written!r} is not it (a number is asked for, {within})"
+
+
+def loose_word(text: object) -> str:
+    """A word as the checker compares it: no case, no spaces, underscores or hyphens."""
+    return re.sub(r"[\s_-]+", "", str(text)).lower()
 
 
 def _expected_number(expected: object) -> float | None:

@@ -84,6 +84,8 @@ class AnswerProbe(Strict):
     # The unit the expected number is in (us, MiB/s, GB/s, Gb/s, %): an answer with another
     # unit of the same kind is converted; one with no unit is taken to be in this one.
     unit: Annotated[str, Field(max_length=8)] | None = None
+    # For a word: the names the handout lists (compared loosely: case, spaces, _ and -).
+    words: Annotated[list[Label], Field(max_length=40)] = []
 
     @model_validator(mode="after")
     def one_source(self) -> AnswerProbe:
@@ -114,6 +116,19 @@ class Step(Strict):
 class Exercise(Strict):
     title: Text
     steps: Annotated[list[Step], Field(min_length=1, max_length=40)]
+
+    @property
+    def needs_lab(self) -> bool:
+        """Whether any step looks at a running lab (a target, a host, a capture); an exercise
+        of answers from the model and fixed facts (lab 6) is checked with no lab up."""
+        return any(
+            s.target or s.host or s.capture or (s.answer is not None and s.answer.analyze is not None)
+            for s in self.steps
+        )
+
+    @property
+    def answer_keys(self) -> list[str]:
+        return [s.answer.key for s in self.steps if s.answer is not None]
 
 
 class ExerciseFile(Strict):

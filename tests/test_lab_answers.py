@@ -139,3 +139,95 @@ def test_every_lab_with_answers_is_walked():
     labs = {lab for lab, _, _ in STEPS}
     assert labs == {p.name.removesuffix(".checks.yaml") for p in Path(LABS_DIR).glob("*.checks.yaml")}
     assert len(STEPS) >= 15 and not any(math.isnan(p.tolerance) for _, _, p in STEPS)
+
+
+class _Answers:
+    """Probes for an exercise of answers alone: the model's figure is given, not projected."""
+
+    def __init__(self, projected: object = 2_855_180.0):
+        self.value = projected
+
+    def projected(self, figure: object) -> object:
+        return self.value
+
+    def measured(self, figure: object) -> object:
+        raise AssertionError("lab 6 reads no capture")
+
+
+def _lab6(tmp_path: Path, text: str):
+    from sanlab.scenarios.checking import Checker
+    from sanlab.scenarios.exercises import find_exercise
+
+    _, exercise = find_exercise("project-100g")
+    answers = tmp_path / "project-100g.answers.yaml"
+    answers.write_text(text)
+    checker = Checker(_Answers(), answers, exercise.answer_keys)  # type: ignore[arg-type]
+    return exercise, checker
+
+
+def test_values_are_echoed_as_the_student_wrote_them(tmp_path):
+    """'0x25' was echoed as 37 and 2855180 as 2.85518e+06."""
+    exercise, checker = _lab6(
+        tmp_path, "one_job_iops: 0x25\neight_jobs_iops: 2855180\nfour_cores_iops: 1.2M\n"
+    )
+    seen = {step.id: checker.check(step).seen for step in exercise.steps}
+    assert seen["one-job-iops"].startswith("one_job_iops: 0x25 - '0x25' is not it")
+    assert seen["eight-jobs-iops"] == "eight_jobs_iops: 2855180"  # right, and as written
+    assert seen["four-cores-iops"].startswith("four_cores_iops: 1.2M - '1.2M' is not it")
+
+
+def test_an_unknown_key_is_named_with_the_closest_expected_one(tmp_path):
+    exercise, checker = _lab6(tmp_path, "one_jobs_iops: 2855180\nzzz: 1\n")
+    seen = {step.id: checker.check(step).seen for step in exercise.steps}
+    assert "no answer for 'one_job_iops'" in seen["one-job-iops"]
+    assert "'one_jobs_iops' there is no key: meant 'one_job_iops'?" in seen["one-job-iops"]
+    lines = checker.unknown_keys()
+    assert lines[0].endswith("'one_jobs_iops' is no key of this exercise (closest: one_job_iops)")
+    assert "'zzz' is no key of this exercise (keys: one_job_iops, one_job_bottleneck" in lines[1]
+
+
+def test_next_is_said_only_while_a_step_is_unticked_and_lab_6_never_says_lab_up(tmp_path):
+    from sanlab.scenarios.checking import Verdict, next_step
+    from sanlab.scenarios.exercises import find_exercise
+
+    _, lab6 = find_exercise("project-100g")
+    _, lab1 = find_exercise("iscsi-wire")
+    boot = "sanlab lab up scenarios/labs/x.yaml"
+    done = [Verdict(step, True, "") for step in lab6.steps]
+    assert next_step(done, lab6, False, boot) == "every step is done"
+    todo = [Verdict(step, i != 2, "") for i, step in enumerate(lab6.steps)]
+    assert next_step(todo, lab6, False, boot) == f"next: {lab6.steps[2].hint}"  # no lab up: it boots nothing
+    first = [Verdict(step, False, "") for step in lab1.steps]
+    assert next_step(first, lab1, False, boot) == f"next: {boot}"
+    assert next_step(first, lab1, True, boot) == f"next: {lab1.steps[0].hint}"
+    assert next_step([Verdict(s, True, "") for s in lab1.steps], lab1, False, boot) == "every step is done"
+
+
+@pytest.mark.subprocess  # starts sanlab (and the model) as a process
+def test_lab_6_is_checked_by_its_exercise_name_alone(tmp_path):
+    """No lab name for a lab that boots nothing, and no 'lab up' advice; a lab that boots
+    something asks for its name in one line."""
+    import subprocess
+    import sys
+
+    (tmp_path / "project-100g.answers.yaml").write_text("one_job_bottleneck: initiator CPU\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "sanlab", "lab", "check", "project-100g"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 1, run.stderr
+    assert "[x] one-job-bottleneck" in run.stdout and "lab up" not in run.stdout
+    assert "next: sanlab model --transport nvme-rdma" in run.stdout
+    other = subprocess.run(
+        [sys.executable, "-m", "sanlab", "lab", "check", "iscsi-wire"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert other.returncode == 1 and other.stderr.strip().endswith(
+        "looks at a running lab: give the lab too (sanlab lab check iscsi-wire iscsi-wire)"
+    )

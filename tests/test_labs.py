@@ -73,7 +73,7 @@ def test_each_lab_has_its_handout_scenario_key_and_consistent_checks(lab):
     setup = f"](../generated/setup-{exercises.lab}.svg)"  # the set-up, drawn from the scenario
     for part in ("**Goals.**", "## Background", "## Steps", "## Questions", "**Time:**", setup):
         assert part in handout, part
-    assert f"sanlab lab check {lab} " in handout
+    assert re.search(rf"sanlab lab check {lab}\b", handout)  # lab 6 boots nothing: no lab name
     targets = {t.name for t in scenario.targets}
     links = {link.name for link in scenario.links}
     hosts = {h.name for h in scenario.hosts}
