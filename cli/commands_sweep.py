@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
-from sanlab.models.sweep import EXPAND_STEP, expand, load_spec
-from sanlab.models.sweep_run import Progress, check_scheduler, describe_skips, run_sweep
+from sanlab.models.sweep import EXPAND_STEP, MAX_POINTS, SweepSpec, expand, grid_size, load_spec
+from sanlab.models.sweep_run import (
+    OVERSUBSCRIBE_ENV,
+    WORKERS_PER_CORE,
+    Progress,
+    check_scheduler,
+    check_workers,
+    connected,
+    describe_skips,
+    run_sweep,
+)
 from sanlab.scenarios.errors import SanlabError
 from sanlab.validation import fail
 
@@ -20,12 +31,24 @@ from sanlab.validation import fail
 @click.option(
     "--out", type=click.Path(path_type=Path), required=True, help="Folder for the tables and chart."
 )
-@click.option("--workers", type=click.IntRange(1, 512), help="Local Dask workers (default: one per core).")
+@click.option("--workers", type=int, help="Local Dask workers (default and most: one per core).")
+@click.option(
+    "--oversubscribe",
+    is_flag=True,
+    envvar=OVERSUBSCRIBE_ENV,
+    help=f"Allow --workers past the cores (up to {WORKERS_PER_CORE} a core); or {OVERSUBSCRIBE_ENV}=1.",
+)
 @click.option("--scheduler", metavar="ADDRESS", help="A running Dask scheduler, e.g. tcp://10.0.0.5:8786.")
 @click.option("--serial", is_flag=True, help="No Dask: one point after another in this process.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary, goals and front as JSON only.")
 def sweep(
-    spec: Path, out: Path, workers: int | None, scheduler: str | None, serial: bool, as_json: bool
+    spec: Path,
+    out: Path,
+    workers: int | None,
+    oversubscribe: bool,
+    scheduler: str | None,
+    serial: bool,
+    as_json: bool,
 ) -> None:
     """Project every point of the grid in SPEC; write tables, goals, Pareto front and a chart.
 
@@ -42,20 +65,26 @@ def sweep(
       sanlab sweep spec.yaml --out runs/sweep --scheduler tcp://127.0.0.1:8786
     """
     chosen = [
-        name for name, on in (("--workers", workers), ("--scheduler", scheduler), ("--serial", serial)) if on
+        name
+        for name, on in (("--workers", workers is not None), ("--scheduler", scheduler), ("--serial", serial))
+        if on
     ]
     if len(chosen) > 1:
         raise click.UsageError(f"give one of --workers, --scheduler, --serial (got {', '.join(chosen)})")
-    try:
+    try:  # every bound is checked before any work: the workers, the grid's size, the scheduler
         if scheduler:
             check_scheduler(scheduler)
-        grid = expand(load_spec(spec), _expanding if not as_json else lambda done, total: None)
-        if not grid.points:
-            raise SanlabError(f"{spec}: no valid point in the grid ({describe_skips(grid.skipped)})")
-        if not as_json:
+        local = 0 if serial or scheduler else check_workers(workers, oversubscribe)
+        loaded = load_spec(spec)
+        _check_size(loaded, spec)
+        with connected(scheduler, since=_started()) as client:
+            grid = expand(loaded, _expanding)
+            if not grid.points:
+                raise SanlabError(f"{spec}: no valid point in the grid ({describe_skips(grid.skipped)})")
             skips = f"; skipped {describe_skips(grid.skipped)}" if grid.skipped else ""
-            _say(f"{len(grid.points):,} points{skips}")
-        outcome = run_sweep(grid, out, scheduler, 0 if serial else workers, None if as_json else _progress())
+            where = "serially" if serial else f"on {local} local Dask workers" if local else f"on {scheduler}"
+            _say(f"{len(grid.points):,} points{skips}; solving {where}")
+            outcome = run_sweep(grid, out, client, local, _progress())
     except SanlabError as exc:
         fail(exc)
     except KeyboardInterrupt:
@@ -91,6 +120,32 @@ def _describe(row: dict[str, Any]) -> str:
     return f"{setup} {shape} {extra}: {figures}{past}"
 
 
+def _started() -> float:
+    """When the user started this command, on the monotonic clock: the scheduler's deadline
+    counts from there, not from after Python's imports.  Read from the kernel's start time of
+    this process; a process older than ``FRESH_S`` (a test runner calling in) counts from now."""
+    now = time.monotonic()
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - age if 0 <= age <= FRESH_S else now
+
+
+FRESH_S = 10.0
+
+
+def _check_size(spec: SweepSpec, path: Path) -> None:
+    """The grid's size, from its axes alone: refused before a point is built."""
+    total = grid_size(spec)
+    if total > MAX_POINTS:
+        raise SanlabError(
+            f"{path}: axes: the grid has {total:,} points; at most {MAX_POINTS:,} per sweep "
+            "(split it into several sweeps, each with its own --out)"
+        )
+
+
 def _expanding(done: int, total: int) -> None:
     """A word while a large grid is checked point by point, before any is solved."""
     if total > EXPAND_STEP:
@@ -102,8 +157,9 @@ def _say(message: str) -> None:
 
 
 def _progress() -> Progress:
-    """A bar on a terminal; otherwise a line at every tenth, so logs show progress too."""
-    shown = {"tenth": -1, "seen": 0}
+    """A bar on a terminal; otherwise a line at every tenth, and at least every EVERY_S seconds,
+    so logs (and --json runs, on stderr) show progress too."""
+    shown = {"tenth": -1, "seen": 0, "at": 0.0}
     bars: list[Any] = []
 
     def update(done: int, total: int) -> None:
@@ -117,8 +173,11 @@ def _progress() -> Progress:
                 bars[0].__exit__(None, None, None)
             return
         tenth = done * 10 // max(total, 1)
-        if tenth != shown["tenth"]:
-            shown["tenth"] = tenth
+        if tenth != shown["tenth"] or time.monotonic() - shown["at"] >= EVERY_S:
+            shown["tenth"], shown["at"] = tenth, time.monotonic()
             _say(f"  {done:,}/{total:,} points")
 
     return update
+
+
+EVERY_S = 5.0  # the longest a log goes without a progress line while points are solved

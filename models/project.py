@@ -20,7 +20,7 @@ from sanlab.models.profile import load_profile
 from sanlab.models.reach import past
 from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import Z95, log_iops_sigma, without_parameters
-from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
@@ -33,6 +33,9 @@ WORKED_OUT = ("transport", "fabric", "link_gbps", "initiators")
 CARRIED = tuple(
     f.name for f in fields(Point) if f.name in Projection.model_fields and f.name not in WORKED_OUT
 )
+# The most points one ``sanlab model`` projects: a simulated point takes 0.05-0.3 s on one core,
+# so this is under a minute for most.  A larger grid is a sweep's: all cores, resumable, MVA where exact.
+MAX_MODEL_POINTS = 256
 
 
 @dataclass(frozen=True)
@@ -62,33 +65,61 @@ def _link_gbps(profile_name: str, fabric: str, projection: Projection) -> float:
     return max(max(n.link_gbps) for n in nics) if nics else 100.0
 
 
-def jobs(scenario: Scenario) -> Iterator[Job]:
-    """Every (projection x workload point) of a scenario, in file order."""
+def _setups(scenario: Scenario) -> Iterator[tuple[int, Projection, str]]:
+    """Each (projection, transport) a scenario projects: a projection without a transport
+    takes every transport its targets declare."""
     projections = scenario.projections or [Projection(profile=DEFAULT_PROFILE)]
     declared = list(dict.fromkeys(t.transport for t in scenario.targets))
     for index, projection in enumerate(projections):
-        transports = [projection.transport] if projection.transport else declared
-        for transport in transports:
-            fabric = _fabric(transport, projection, scenario)
-            if TRANSPORTS[transport].rdma and not FABRICS[fabric].rdma:
-                fabric = DEFAULT_RDMA_FABRIC.name
-            problem = fabric_problem(transport, fabric)
-            if problem:
-                where = f"projections[{index}].fabric"
-                raise ScenarioError([Problem(scenario.name or "scenario", where, problem)])
-            gbps = _link_gbps(projection.profile, fabric, projection)
-            initiators = projection.initiators or _topology_initiators(scenario, transport)
-            incast = f" x{initiators}" if initiators > 1 else ""  # initiators into one
-            label = projection.label or f"{transport} {fabric} {gbps:g}G{incast}"
-            for workload in scenario.workloads:
-                if workload.transports and transport not in workload.transports:
-                    continue
-                for rw, bs, qd, nj in itertools.product(
-                    workload.rw, workload.bs, workload.iodepth, workload.numjobs
-                ):
-                    carried = {name: getattr(projection, name) for name in CARRIED}
-                    point = Point(transport, fabric, gbps, rw, bs, qd, nj, initiators=initiators, **carried)
-                    yield Job(point, label)
+        for transport in [projection.transport] if projection.transport else declared:
+            yield index, projection, transport
+
+
+def point_count(scenario: Scenario) -> int:
+    """How many points ``jobs`` yields, from the lists' lengths, without building one."""
+    return sum(
+        len(w.rw) * len(w.bs) * len(w.iodepth) * len(w.numjobs)
+        for _, _, transport in _setups(scenario)
+        for w in scenario.workloads
+        if not w.transports or transport in w.transports
+    )
+
+
+def check_size(scenario: Scenario, source: str) -> int:
+    """The scenario's point count, refused past ``MAX_MODEL_POINTS`` before any is projected."""
+    count = point_count(scenario)
+    if count > MAX_MODEL_POINTS:
+        raise SanlabError(
+            f"{source}: {count:,} points to project (projections x transports x workload points); "
+            f"at most {MAX_MODEL_POINTS:,} per 'sanlab model': project more with "
+            "'sanlab sweep SPEC --out DIR' (every core, resumable)"
+        )
+    return count
+
+
+def jobs(scenario: Scenario) -> Iterator[Job]:
+    """Every (projection x workload point) of a scenario, in file order."""
+    for index, projection, transport in _setups(scenario):
+        fabric = _fabric(transport, projection, scenario)
+        if TRANSPORTS[transport].rdma and not FABRICS[fabric].rdma:
+            fabric = DEFAULT_RDMA_FABRIC.name
+        problem = fabric_problem(transport, fabric)
+        if problem:
+            where = f"projections[{index}].fabric"
+            raise ScenarioError([Problem(scenario.name or "scenario", where, problem)])
+        gbps = _link_gbps(projection.profile, fabric, projection)
+        initiators = projection.initiators or _topology_initiators(scenario, transport)
+        incast = f" x{initiators}" if initiators > 1 else ""  # initiators into one
+        label = projection.label or f"{transport} {fabric} {gbps:g}G{incast}"
+        for workload in scenario.workloads:
+            if workload.transports and transport not in workload.transports:
+                continue
+            for rw, bs, qd, nj in itertools.product(
+                workload.rw, workload.bs, workload.iodepth, workload.numjobs
+            ):
+                carried = {name: getattr(projection, name) for name in CARRIED}
+                point = Point(transport, fabric, gbps, rw, bs, qd, nj, initiators=initiators, **carried)
+                yield Job(point, label)
 
 
 def _topology_initiators(scenario: Scenario, transport: str) -> int:
@@ -188,8 +219,12 @@ def project(
     settings: Settings | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[tuple[Job, ResultRecord]]:
-    """Project every point of a scenario, reporting progress as (done, total)."""
+    """Project every point of a scenario, reporting progress as (done, total); more than
+    ``MAX_MODEL_POINTS`` is refused before the first."""
+    check_size(scenario, scenario.name or "scenario")
     todo = list(jobs(scenario))
+    if progress:
+        progress(0, len(todo))  # before the first point, which may take seconds
     results = []
     for done, job in enumerate(todo, start=1):
         results.append((job, project_point(job.point, settings)))

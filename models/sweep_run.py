@@ -16,6 +16,7 @@ import io
 import json
 import os
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -128,11 +129,13 @@ class Journal:
 def run_sweep(
     grid: Grid,
     out: Path,
-    scheduler: str | None = None,
+    scheduler: Any = None,
     workers: int | None = None,
     progress: Progress | None = None,
 ) -> Outcome:
-    """Compute what the journal lacks (serially when ``workers`` is 0), then write the outputs."""
+    """Compute what the journal lacks (serially when ``workers`` is 0), then write the outputs.
+
+    ``scheduler`` is an address, or a Dask client already connected (``connected``)."""
     started = time.monotonic()
     journal = Journal(out, grid)
     have = journal.done()
@@ -163,7 +166,7 @@ def run_sweep(
 
 
 def _solve(
-    batches: list[list[SweepPoint]], grid: Grid, scheduler: str | None, workers: int | None
+    batches: list[list[SweepPoint]], grid: Grid, scheduler: Any, workers: int | None
 ) -> Iterator[list[dict[str, Any]]]:
     solver, p99 = grid.spec.solver, grid.needs_p99
     if not batches:
@@ -176,16 +179,18 @@ def _solve(
 
 
 def _on_dask(
-    batches: list[list[SweepPoint]], solver: str, p99: bool, scheduler: str | None, workers: int | None
+    batches: list[list[SweepPoint]], solver: str, p99: bool, scheduler: Any, workers: int | None
 ) -> Iterator[list[dict[str, Any]]]:
     """Batches as Dask tasks, on the user's cluster or on a LocalCluster of this machine's cores."""
     from dask.distributed import Client, LocalCluster, as_completed
 
     with contextlib.ExitStack() as stack:
-        if scheduler:
+        if isinstance(scheduler, str):
             client = stack.enter_context(_connect(scheduler))
+        elif scheduler is not None:  # a client the command connected before any work began
+            client = scheduler
         else:
-            n = workers or os.cpu_count() or 1
+            n = check_workers(workers, oversubscribe=True)  # the hard ceiling; the command asked
             cluster = stack.enter_context(
                 LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
             )
@@ -198,8 +203,43 @@ def _on_dask(
             client.cancel(futures)
 
 
-# How long a scheduler has to accept the connection and answer Dask's handshake.
+# Local workers are processes of about 150 MB each: past the cores they only take turns on them,
+# so more than the cores is refused unless asked for, and even then at most this many per core.
+WORKERS_PER_CORE = 4
+OVERSUBSCRIBE_ENV = "SANLAB_SWEEP_OVERSUBSCRIBE"
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    return len(os.sched_getaffinity(0)) or 1
+
+
+def check_workers(workers: int | None, oversubscribe: bool = False) -> int:
+    """How many local workers to start: ``workers``, or one per core; a count past the cores
+    is refused before anything starts unless ``oversubscribe`` (--oversubscribe) says so."""
+    cores = usable_cores()
+    if workers is None:
+        return cores
+    most = cores * WORKERS_PER_CORE if oversubscribe else cores
+    if 1 <= workers <= most:
+        return workers
+    told = f"--oversubscribe or {OVERSUBSCRIBE_ENV}=1"
+    if workers < 1:
+        allowed = f"give 1 to {most} (this machine has {cores} cores)"
+    elif oversubscribe:
+        allowed = f"at most {WORKERS_PER_CORE} per core even with {told}: {most} here"
+    else:
+        allowed = (
+            f"at most one per core: {cores} here (with {told}, up to {cores * WORKERS_PER_CORE}), "
+            "or --scheduler for a cluster"
+        )
+    raise SanlabError(f"--workers {workers}: {allowed}")
+
+
+# How long a scheduler has, in all, to accept the connection and answer Dask's handshake, less
+# what Python takes to exit (its modules' teardown, about 0.4 s): the user's answer is in 20 s.
 HANDSHAKE_S = 20.0
+EXIT_S = 0.75
 SCHEMES = ("tcp", "tls")
 _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([0-9]{1,5})$")
 
@@ -214,30 +254,77 @@ def check_scheduler(address: str) -> str:
     return address
 
 
-def _connect(scheduler: str) -> Any:
-    """A Dask client of ``scheduler``, or a one-line error within the handshake deadline.
+@contextlib.contextmanager
+def connected(scheduler: str | None, since: float | None = None) -> Iterator[Any]:
+    """A client of ``scheduler`` (None without one), connected before any work and closed after;
+    the deadline counts from ``since`` (a ``time.monotonic()``; default: now)."""
+    if scheduler is None:
+        yield None
+        return
+    with _connect(scheduler, since) as client:
+        yield client
 
-    Dask's own timeout covers the TCP connect but not a listener that accepts
-    and never speaks (any other server on that port): so the client is made
-    on a thread that is waited for no longer than the deadline.
+
+def _connect(scheduler: str, since: float | None = None) -> Any:
+    """A Dask client of ``scheduler``, or a one-line error: ``HANDSHAKE_S`` in all, not per step.
+
+    A refused port is an answer, given at once (a plain TCP connect first: Dask
+    would retry it until its own timeout).  A listener that accepts and never
+    speaks is waited for until the deadline and no longer: the client is made on
+    a thread, and one that arrives after the deadline is closed by that thread.
     """
-    from dask.distributed import Client
-
+    deadline = (time.monotonic() if since is None else since) + HANDSHAKE_S - EXIT_S
+    address = check_scheduler(scheduler)
     made: dict[str, Any] = {}
+    lock = threading.Lock()
 
     def attempt() -> None:
         try:
-            made["client"] = Client(check_scheduler(scheduler), timeout=f"{HANDSHAKE_S:.0f}s")
+            _reach(address, deadline)
+            from dask.distributed import Client  # only once something answers: a second to load
+
+            client = Client(address, timeout=max(deadline - time.monotonic() - 0.5, 0.5))
         except Exception as exc:  # noqa: BLE001 - Dask raises many kinds; each becomes one line
             made["error"] = exc
+            return
+        with lock:
+            if made.get("abandoned"):
+                client.close()
+            else:
+                made["client"] = client
 
     worker = threading.Thread(target=attempt, daemon=True, name="dask-connect")
     worker.start()
-    worker.join(HANDSHAKE_S + 5)
-    if "client" in made:
-        return made["client"]
-    why = str(made.get("error") or f"no Dask handshake within {HANDSHAKE_S:.0f} s").splitlines()[0][:160]
+    worker.join(max(deadline - time.monotonic(), 0.1))
+    with lock:
+        if "client" in made:
+            return made["client"]
+        made["abandoned"] = True
+    late = f"no Dask handshake before the {HANDSHAKE_S:.0f} s deadline"
+    why = str(made.get("error") or late).splitlines()[0][:160]
     raise SanlabError(f"--scheduler {scheduler}: cannot reach a Dask scheduler there ({why})")
+
+
+def _reach(address: str, deadline: float) -> None:
+    """A TCP connect to the scheduler's port, then (tcp://) the first bytes of Dask's handshake,
+    which a scheduler sends unasked: refused, unknown or silent fails here, in plain sockets, so
+    no half-made Dask client is left waiting.  (TLS servers wait for the client: connect only.)"""
+    scheme, rest = address.split("://", 1)
+    host, port = rest.rsplit(":", 1)
+    try:
+        with socket.create_connection(
+            (host.strip("[]"), int(port)), timeout=deadline - time.monotonic()
+        ) as sock:
+            if scheme == "tcp":
+                sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                if not sock.recv(1):
+                    raise OSError(f"{host}:{port} closed the connection without a Dask handshake")
+    except TimeoutError:
+        raise OSError(f"no Dask handshake before the {HANDSHAKE_S:.0f} s deadline") from None
+    except ConnectionRefusedError:
+        raise OSError(f"connection refused by {host}:{port}") from None
+    except socket.gaierror as exc:
+        raise OSError(f"unknown host {host}: {exc.strerror}") from None
 
 
 def describe_skips(skipped: Mapping[str, int], most: int = 4) -> str:
