@@ -4,11 +4,13 @@
   file, from ``scenarios/schema.json`` (the schema the loader enforces).
 - ``docs/reference/cli.md``: every command's ``--help``, from the click
   commands themselves.
-- ``docs/generated/ladder-nvme-rdma.svg``: one I/O of a golden capture,
-  drawn by the analyser (needs tshark).
+- ``docs/generated/ladder-*.svg``: I/Os of the golden captures, drawn by the
+  analyser (needs tshark); the handouts' without frame sizes, whose sums are
+  what labs 3 and 4 ask for.
 - ``docs/generated/sweep-pareto.png``: a sweep of the shipped spec, by MVA.
-- ``docs/generated/ladder-iscsi-read.svg`` and ``lab-project-100g.png``: the
-  labs' diagrams, from a golden capture and from ``sanlab model``.
+- ``docs/labs/keys/generated/``: the answer keys' pictures (lab 1's iSCSI
+  read with its sizes, lab 6's projections).  Under ``labs/keys/``, which the
+  student site excludes whole, so no key picture is ever in its folder.
 - ``docs/generated/setup-LAB.svg``: each lab's set-up, from its scenario file.
 
 Nothing here is hand-maintained, so the site cannot drift from the code.
@@ -130,30 +132,30 @@ def _commands(command: click.Command, path: list[str]) -> list[tuple[list[str], 
     return found
 
 
-def ladder(out: Path) -> None:
+def _ladder(capture: str, op: str, size: int, path: Path, **options: Any) -> None:
     from sanlab.dissectors import pictures
     from sanlab.dissectors.analyze import analyze
 
-    result = analyze(REPO / "tests" / "golden" / "nvme-rdma-rxe.pcap")
-    io = next(i for i in result.ios if i.op == "read" and i.nbytes == 16384)
-    pictures.ladder(io, out / "ladder-nvme-rdma.svg")
+    result = analyze(REPO / "tests" / "golden" / f"{capture}.pcap", labels=True)
+    io = next(i for i in result.ios if i.op == op and i.nbytes == size)
+    pictures.ladder(io, path, **options)
 
 
-def lab_pictures(out: Path) -> None:
-    """The labs' diagrams: lab 1's read, drawn from a golden capture; lab 6's projections."""
-    from sanlab.dissectors import pictures
-    from sanlab.dissectors.analyze import analyze
-
+def lab_pictures(out: Path, keys: Path) -> None:
+    """The handouts' ladders, with no frame sizes (labs 3 and 4 ask for their sum); the home
+    page's, runs of alike packets merged so it reads on a phone; and the keys' pictures."""
     for capture, op, size, name in LADDERS:
-        result = analyze(REPO / "tests" / "golden" / f"{capture}.pcap")
-        io = next(i for i in result.ios if i.op == op and i.nbytes == size)
-        pictures.ladder(io, out / f"ladder-{name}.svg")
-    project_chart(out / "lab-project-100g.png")
+        _ladder(capture, op, size, out / f"ladder-{name}.svg", sizes=False)
+    _ladder("nvme-rdma-rxe", "read", 16384, out / "home-nvme-rdma-read.svg", sizes=False, max_arrows=0)
+    _ladder("iscsi-tcp", "read", 4096, keys / "ladder-iscsi-read.svg")
+    project_chart(keys / "lab-project-100g.png")
 
 
-# The labs' ladder diagrams: (golden capture, op, bytes, picture name).
+# The answer keys' pictures: never in docs/generated/, which the student site copies whole.
+KEY_PICTURES = ("ladder-iscsi-read.svg", "lab-project-100g.png")
+# The handouts' ladder diagrams: (golden capture, op, bytes, picture name).
 LADDERS = [
-    ("iscsi-tcp", "read", 4096, "iscsi-read"),
+    ("nvme-rdma-rxe", "read", 16384, "nvme-rdma"),
     ("nvme-tcp", "read", 4096, "nvme-tcp-read"),
     ("srp-rxe", "write", 4096, "srp-write"),
     ("nvme-rdma-siw", "write", 16384, "iwarp-write"),
@@ -291,14 +293,19 @@ def setup_diagrams(out: Path) -> None:
 def main() -> None:
     (DOCS / "reference").mkdir(exist_ok=True)
     (DOCS / "generated").mkdir(exist_ok=True)
+    keys = DOCS / "labs" / "keys" / "generated"
+    keys.mkdir(exist_ok=True)
+    for stale in KEY_PICTURES:  # where earlier versions of this script wrote the keys' pictures
+        old = DOCS / "generated" / stale
+        if old.is_file() and not old.is_symlink():
+            old.unlink()
     (DOCS / "reference" / "scenarios.md").write_text(scenario_reference())
     (DOCS / "reference" / "cli.md").write_text(cli_reference())
-    ladder(DOCS / "generated")
-    lab_pictures(DOCS / "generated")
+    lab_pictures(DOCS / "generated", keys)
     sweep_chart(DOCS / "generated")
     budget_chart(DOCS / "generated" / "qd1-budget.png")
     setup_diagrams(DOCS / "generated")
-    print(f"wrote {DOCS / 'reference'} and {DOCS / 'generated'}", file=sys.stderr)
+    print(f"wrote {DOCS / 'reference'}, {DOCS / 'generated'} and {keys}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ look at.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -28,6 +29,9 @@ pytestmark = [pytest.mark.tshark, pytest.mark.browser]  # the ladders need tshar
 SCREENSHOTS = REPO / "runs" / "docs-screenshots"
 KEY_PAGES = [
     "index.html",
+    "contributing.html",
+    "measurements/targets.html",
+    "measurements/models.html",
     "model.html",
     "reference/scenarios.html",
     "concepts.html",
@@ -72,6 +76,118 @@ def site(tmp_path_factory) -> Path:
 
 ANSWER_PICTURES = ("ladder-iscsi-read.svg", "lab-project-100g.png")
 KEYS = sorted((REPO / "docs" / "labs" / "keys").glob("*.md"))
+KEY_DIR = REPO / "docs" / "labs" / "keys"
+
+
+def test_no_file_of_the_student_site_comes_from_a_key(site):
+    """Every file of the built folder, linked or not: none is a key's page or picture, by path,
+    by a key picture's name, or by content (a key picture copied under another name)."""
+    import hashlib
+
+    keys = [p for p in KEY_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
+    pictures = [p for p in keys if p.suffix != ".md"]
+    assert {p.name for p in pictures} >= set(ANSWER_PICTURES)  # the build wrote the keys' pictures
+    digests = {hashlib.sha256(p.read_bytes()).hexdigest(): p for p in pictures}
+    files = [p for p in site.rglob("*") if p.is_file()]
+    assert len(files) > 50
+    for path in files:
+        rel = path.relative_to(site).as_posix()
+        assert "keys/" not in rel, rel
+        assert path.name not in {p.name for p in pictures}, rel
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert digest not in digests, f"{rel} is {digests.get(digest)}"
+
+
+def _answers() -> dict[str, list[float]]:
+    """Every numeric answer of every lab's checks: given (equals), what the analyser measures
+    on each golden capture (analyze: the student's capture is one like these), or what the
+    model projects (model)."""
+    from click.testing import CliRunner
+
+    from sanlab.dissectors.analyze import analyze
+    from sanlab.main import cli
+    from sanlab.scenarios.exercises import load_exercises
+
+    captures = [analyze(p) for p in sorted((REPO / "tests" / "golden").glob("*.pcap"))]
+    found: dict[str, list[float]] = {}
+    for path in sorted((REPO / "scenarios" / "labs").glob("*.checks.yaml")):
+        for exercise in load_exercises(path).exercises.values():
+            for step in exercise.steps:
+                probe = step.answer
+                if probe is None:
+                    continue
+                values = found.setdefault(probe.key, [])
+                if probe.equals is not None:
+                    values += [float(probe.equals)] if re.fullmatch(r"[\d.]+", str(probe.equals)) else []
+                elif probe.analyze is not None:
+                    want = probe.analyze
+                    for result in captures:
+                        values += [
+                            float(getattr(g, want.field))
+                            for g in result.groups
+                            if (g.op, g.bytes) == (want.op, want.bytes)
+                        ]
+                elif probe.model is not None and probe.model.field != "bottleneck":
+                    argv = ["model", "--json"]
+                    for key, value in probe.model.options.items():
+                        argv += [f"--{key.replace('_', '-')}", str(value)]
+                    run = CliRunner().invoke(cli, argv)
+                    values.append(float(json.loads(run.output)["results"][0][probe.model.field]))
+    return found
+
+
+def _sizes(text: str) -> int:
+    """The bytes a label states: '1,514 B', '4 KiB', '1 MiB'."""
+    scale = {"B": 1, "KiB": 1024, "MiB": 1 << 20}
+    found = re.findall(r"(\d[\d,]*)\s*(B|KiB|MiB)\b", text)
+    return sum(int(n.replace(",", "")) * scale[u] for n, u in found)
+
+
+def test_no_handout_picture_sums_to_an_answer(site):
+    """Labs 3 and 4 ask for the captured bytes of one I/O: a handout ladder labelling each
+    frame's size would answer them by addition.  Sum what every arrow of every picture a
+    handout shows states, and check it against every answer within 2 %."""
+    import xml.etree.ElementTree as ET
+
+    answers = _answers()
+    assert answers["tcp_bytes_per_read"] and answers["bytes_per_4k_write"]
+    handouts = [p for p in (site / "labs").glob("*.html")] + [site / "index.html"]
+    checked = 0
+    for page in handouts:
+        for src in re.findall(r'<img[^>]+src="([^"]+\.svg)"', page.read_text()):
+            root = ET.parse(page.parent / unquote(src)).getroot()
+            labels = [
+                " ".join(root_text for root_text in g.itertext())
+                for g in root.iter("{http://www.w3.org/2000/svg}g")
+                if g.get("id", "").startswith("label-frames-")
+            ]
+            if not labels:
+                continue  # a set-up drawing, not a ladder
+            checked += 1
+            total = sum(_sizes(label) for label in labels)
+            for key, values in answers.items():
+                for value in values:
+                    assert not (value and abs(total - value) <= 0.02 * value), (
+                        f"{page.name}: {src}'s labels sum to {total:,} B, the answer {key} ({value:,})"
+                    )
+    assert checked >= 5
+
+
+def test_search_finds_pages_from_disk(site):
+    """Opened from file:// (no server), search answers: its index is inlined as a script and
+    its worker runs in an iframe (mkdocs.yml: the offline plugin and the vendored shim)."""
+    chromium = shutil.which("chromium") or require_tool("chromium")
+    assert (site / "search" / "search_index.js").is_file()
+    url = (site / "index.html").as_uri() + "?q=dissector"
+    dom = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=20000",
+         "--dump-dom", url],
+        capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = re.search(r'md-search-result__meta">(\d+) matching document', dom)
+    assert found and int(found[1]) >= 1, dom[-2000:]
+    hits = re.findall(r'<a href="([^"#]+)[^"]*" class="md-search-result__link"', dom)
+    assert hits and all(Path(unquote(urlparse(hit).path)).is_file() for hit in hits), hits
 
 
 def test_the_student_site_holds_no_answer_key(site, tmp_path):
