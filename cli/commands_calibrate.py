@@ -17,6 +17,7 @@ from sanlab.models import calibrate_studies, checks
 from sanlab.models.calibrate import CellError
 from sanlab.models.calibrate_runs import calibrate_runs, summary, write_profile
 from sanlab.models.coverage import inside_count
+from sanlab.models.profile import given_profile
 from sanlab.models.uncertainty import Z95
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import DEFAULT_PROFILE
@@ -39,6 +40,7 @@ from sanlab.validation import fail
 @click.option("--name", help="With --runs: the new profile's name (for sanlab model --profile NAME).")
 @click.option(
     "--base",
+    callback=given_profile,
     help=f"With --runs: the profile lending the costs no record pins (default {DEFAULT_PROFILE}); "
     "the machine itself comes from the records.",
 )

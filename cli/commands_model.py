@@ -15,8 +15,8 @@ import click
 from sanlab.models.budget import qd1_budget
 from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
-from sanlab.models.profile import load_profile, profile_names
-from sanlab.models.project import check_size, project
+from sanlab.models.profile import given_profile, load_profile, profile_names
+from sanlab.models.project import project
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.report import chart_png, csv_text, match, text_table
 from sanlab.models.simulate import Settings
@@ -109,7 +109,7 @@ def _published_for(scenario: Scenario) -> list[Measured]:
 @click.option(
     "--tls", is_flag=True, help="NVMe/TCP inside TLS 1.3: AES-GCM on every byte, records on the wire."
 )
-@click.option("--profile", help=f"Hardware profile: {', '.join(profile_names())}.")
+@click.option("--profile", callback=given_profile, help=f"Hardware profile: {', '.join(profile_names())}.")
 @click.option("--seed", type=click.IntRange(0, 2**32 - 1), default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print {'results': [...]} on stdout, nothing else.")
 @click.option("--wide", is_flag=True, help="Every column of the table (default: what fits 120 columns).")
@@ -165,9 +165,8 @@ def model(
                     }
                 )
         _check_projectable(chosen)
-        check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
         folder = _claim_report(report) if report else None
-        progress = _progress_bar() if not as_json else _progress_lines  # stderr: stdout stays JSON
+        progress = _progress_bar() if not as_json else None
         results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
         fail(exc)
@@ -232,8 +231,7 @@ def _progress_bar() -> Callable[[int, int], None] | None:
             bar = click.progressbar(length=total, label="projecting", file=sys.stderr)
             bar.__enter__()
             state["bar"] = bar
-        bar.update(done - state.get("seen", 0))
-        state["seen"] = done
+        bar.update(1)
         if done == total:
             bar.__exit__(None, None, None)
 
@@ -243,8 +241,8 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 def _progress_lines(done: int, total: int) -> None:
     if total < PROGRESS_LINES_FROM:
         return
-    if done <= 1 or done == total or done * 10 // total != (done - 1) * 10 // total:
+    if done == 1 or done == total or done * 10 // total != (done - 1) * 10 // total:
         click.echo(f"projecting: {done:,} of {total:,} points", err=True)
 
 
-PROGRESS_LINES_FROM = 8  # fewer points take a second or two: no need to say how far it is
+PROGRESS_LINES_FROM = 20  # fewer points take a few seconds: no need to say how far it is

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import parse_json, typed
 
 
 class AgentError(SanlabError):
@@ -47,6 +50,35 @@ class Completed:
             detail = (self.stderr or self.stdout).strip()[-2000:]
             raise SanlabError(f"{self.argv!r} failed ({why}): {detail}")
         return self
+
+
+class _Reply(BaseModel):
+    """What every agent answer holds; typed, so that a guest that answers ``rc: "abc"`` or
+    ``rc: 256`` is one line, never a traceback or an exit 0 (vm-images/agent.py writes them)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+
+
+class _ExecReply(_Reply):
+    # an exit status (0-255), or minus the signal that ended the command
+    rc: int = Field(1, ge=-64, le=255)
+    stdout: str = ""
+    stderr: str = ""
+    timed_out: bool = False
+
+
+class _PingReply(_Reply):
+    uptime: float = Field(ge=0, le=1e9)
+
+
+class _SpawnReply(_Reply):
+    pid: int = Field(ge=1, le=1 << 22)
+
+
+class _FileReply(_Reply):
+    rc: int = Field(ge=-64, le=255)
+    stderr: str = ""
+    data: str = ""
 
 
 def _request_ids() -> Iterator[str]:
@@ -121,10 +153,10 @@ class AgentClient:
             while b"\n" in self._buffer:
                 line, self._buffer = self._buffer.split(b"\n", 1)
                 try:
-                    reply = json.loads(line)
-                except ValueError:
-                    continue
-                if reply.get("id") == ident:
+                    reply = parse_json(line, f"{self.host}: the agent's reply")
+                except SanlabError:
+                    continue  # a torn or foreign line is no answer to this request
+                if isinstance(reply, dict) and reply.get("id") == ident:
                     return dict(reply)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -155,7 +187,7 @@ class AgentClient:
             if left <= 0:
                 raise AgentError(f"{self.host}: the guest did not answer within {timeout:.0f} s")
             try:
-                return float(self.request({"op": "ping"}, min(2.0, left))["uptime"])
+                return float(self._typed(_PingReply, self.request({"op": "ping"}, min(2.0, left))).uptime)
             except AgentError as exc:
                 if time.monotonic() >= deadline:
                     raise AgentError(f"{self.host}: the guest did not answer within {timeout:.0f} s") from exc
@@ -163,28 +195,33 @@ class AgentClient:
     def run(self, command: str | list[str], timeout: float = 60.0, stdin: str = "") -> Completed:
         body: dict[str, Any] = {"op": "exec", "timeout": timeout, "stdin": stdin}
         body["argv" if isinstance(command, list) else "shell"] = command
-        reply = self.request(body, timeout + 10)
+        reply = self._typed(_ExecReply, self.request(body, timeout + 10))
         text = command if isinstance(command, str) else " ".join(command)
-        return Completed(
-            text,
-            int(reply.get("rc", 1)),
-            reply.get("stdout", ""),
-            reply.get("stderr", ""),
-            bool(reply.get("timed_out")),
-        )
+        return Completed(text, reply.rc, reply.stdout, reply.stderr, reply.timed_out)
+
+    def _typed(self, schema: Any, reply: dict[str, Any]) -> Any:
+        """``reply`` held to ``schema``: a wrong type is an AgentError naming field and value."""
+        try:
+            return typed(schema, reply, f"{self.host}: the agent's reply")
+        except SanlabError as exc:
+            raise AgentError(str(exc)) from None
 
     def spawn(self, command: str, log: str = "/dev/null") -> int:
-        return int(self.request({"op": "spawn", "shell": command, "log": log}, 30)["pid"])
+        return int(
+            self._typed(_SpawnReply, self.request({"op": "spawn", "shell": command, "log": log}, 30)).pid
+        )
 
     def put(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        reply = self.request(
-            {"op": "put", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}, 60
-        )
-        if reply.get("rc") != 0:
-            raise SanlabError(f"{self.host}: cannot write {path}: {reply.get('stderr')}")
+        body = {"op": "put", "path": path, "data": base64.b64encode(data).decode(), "mode": mode}
+        reply = self._typed(_FileReply, self.request(body, 60))
+        if reply.rc != 0:
+            raise SanlabError(f"{self.host}: cannot write {path}: {reply.stderr}")
 
     def get(self, path: str) -> bytes:
-        reply = self.request({"op": "get", "path": path}, 120)
-        if reply.get("rc") != 0:
-            raise SanlabError(f"{self.host}: cannot read {path}: {reply.get('stderr')}")
-        return base64.b64decode(reply["data"])
+        reply = self._typed(_FileReply, self.request({"op": "get", "path": path}, 120))
+        if reply.rc != 0:
+            raise SanlabError(f"{self.host}: cannot read {path}: {reply.stderr}")
+        try:
+            return base64.b64decode(reply.data, validate=True)
+        except ValueError:
+            raise AgentError(f"{self.host}: the agent's reply: data: not base64") from None

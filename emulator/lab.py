@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator import fabric, guest_ssh, snapshots
@@ -51,9 +53,10 @@ from sanlab.emulator.qemu import (
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import HostDown, SanlabError
-from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.files import regular_file
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.plan import PlannedLink
+from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.topology import FABRIC_HOST, Port
 from sanlab.scenarios.writing import write_file
@@ -559,30 +562,50 @@ class Lab:
 # --- labs seen from another shell (sanlab lab exec / list / down) ---------------
 
 
+_PATH = r"^[^\x00\n]{1,4096}$"
+
+
+class _HostState(BaseModel):
+    """One host of a lab's state file, typed: a planted or torn entry is a line, never a
+    KeyError, and a PID is a PID (Lab._write_state writes these)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    pid: int = Field(ge=1, le=1 << 22)
+    started: int | None = Field(None, ge=0)  # clock ticks since boot (emulator/processes.py)
+    agent: str = Field(pattern=_PATH)
+    console: str = Field("", pattern=r"^[^\x00\n]{0,4096}$")
+    console_log: str = Field("", pattern=r"^[^\x00\n]{0,4096}$")
+    qmp: str = Field("", pattern=r"^[^\x00\n]{0,4096}$")
+    links: list[str] = Field(default_factory=list, max_length=64)
+
+
+class _LabState(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    name: str = ""
+    scenario: str | None = None
+    accel: str = ""
+    started: float = Field(0.0, ge=0)
+    hosts: dict[str, _HostState] = Field(min_length=1, max_length=64)
+    # "host/link": the host's address on that link
+    addresses: dict[
+        Annotated[str, Field(pattern=r"^[^/\x00]+/[^/\x00]+$")],
+        Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}$")],
+    ] = Field(default_factory=dict)
+    captures: dict[str, Annotated[str, Field(pattern=_PATH)]] = Field(default_factory=dict)
+
+
 def read_state(name: str) -> dict[str, Any]:
-    """A lab's state file, checked: a corrupt or partial one is an error that says so."""
+    """A lab's state file, read through the one reader and typed: a corrupt, partial or
+    planted one is an error that says which field is wrong and how to clear it."""
     path = lab_dir(name) / "state.json"
     if not path.exists() and not path.is_symlink():
         known = ", ".join(sorted(lab_names())) or "none"
         raise SanlabError(f"no lab named {name!r} is up (labs up: {known})")
     try:
-        state = json.loads(read_bounded(path, STATE_BYTES, "lab state"))
+        state = typed(_LabState, load_json(path, "lab state", STATE_BYTES), f"lab state {path}")
     except SanlabError as exc:
         raise SanlabError(f"{exc}; 'sanlab lab down {name}' clears it") from None
-    except ValueError:
-        raise SanlabError(f"{path}: not valid JSON; 'sanlab lab down {name}' clears it") from None
-    hosts = state.get("hosts") if isinstance(state, dict) else None
-    if not isinstance(hosts, dict) or not all(_host_entry_ok(h) for h in hosts.values()):
-        raise SanlabError(
-            f"{path}: incomplete lab state (no hosts with pid and agent); 'sanlab lab down {name}'"
-        )
-    return dict(state)
-
-
-def _host_entry_ok(entry: object) -> bool:
-    return (
-        isinstance(entry, dict) and isinstance(entry.get("pid"), int) and isinstance(entry.get("agent"), str)
-    )
+    return dict(state.model_dump())
 
 
 def lab_names() -> list[str]:
@@ -633,6 +656,7 @@ def follow_capture(name: str, link: str, poll_s: float = 0.2) -> Iterator[bytes]
     """
     path = capture_file(name, link)
     state = read_state(name)
+    regular_file(path, f"lab {name!r}: capture of {link!r}")  # a FIFO planted there would block
     with open(path, "rb") as handle:
         while True:
             chunk = handle.read(1 << 16)

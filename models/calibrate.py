@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from scipy.optimize import least_squares
 
 from sanlab.models import mva
@@ -34,6 +33,7 @@ from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import SOLVER_FLOOR, Z95
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.loader import read_yaml
 
 LATENCY_WEIGHT = 0.5
 # A published CPU figure weighs as a latency does.  Tables give whole per
@@ -383,14 +383,20 @@ def load_raw(name: str) -> dict[str, Any]:
     path = Path(name) if Path(name).suffix else profile_path(name)
     if not path.is_file():
         raise SanlabError(f"{path}: no such profile")
-    raw = yaml.safe_load(path.read_text())
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise SanlabError(f"{path}: a profile must be a YAML mapping")
     return raw
 
 
 def table_for(raw: dict[str, Any], data_dir: str | Path | None) -> list[Measured]:
-    table = raw.get("calibration", {}).get("data")
-    if not table:
-        raise SanlabError(f"profile {raw.get('name')}: calibration.data names no table")
-    return load_table(calibration_dir(data_dir) / table, raw["name"], raw["calibration"].get("select"))
+    calibration = raw.get("calibration") or {}
+    table = calibration.get("data") if isinstance(calibration, dict) else None
+    if not isinstance(table, str) or not table or "/" in table or table.startswith("."):
+        raise SanlabError(
+            f"profile {raw.get('name')}: calibration.data: {table!r} names no table (give a file name)"
+        )
+    name = raw.get("name")
+    if not isinstance(name, str):
+        raise SanlabError(f"profile {name!r}: name: give the profile's name as text")
+    return load_table(calibration_dir(data_dir) / table, name, calibration.get("select"))

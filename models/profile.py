@@ -16,15 +16,16 @@ import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from sanlab.models.cores import REFERENCE_CORE, core_factor, load_cores
 from sanlab.models.params import set_param
 from sanlab.models.pcie import MPS_DEFAULT, pcie_gbps
-from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
+from sanlab.scenarios.reading import typed
 from sanlab.scenarios.registry import FABRICS, FabricName
 from sanlab.scenarios.schema import Scenario, Stack
 
@@ -33,24 +34,36 @@ WAKEUP_US = 2.0
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # NaN and infinity are no measure of a machine; every figure below also has a physical range,
+    # so that a profile of ``ghz: 1e308`` is one line, not 0 IOPS and a 130-digit latency.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+# The widest a real part goes, with room to spare: bounds against nonsense, not against hardware.
+KCYCLES_MAX = 10_000.0  # per I/O: ten million cycles
+CYCLES_PER_BYTE_MAX = 100.0
+US_MAX = 1e6  # a second
+GBYTES_MAX = 10_000.0
+Gbps = Annotated[float, Field(gt=0, le=800)]
 
 
 class Host(_Strict):
     """One side's CPU: physical cores, sustained clock and core design."""
 
     cpu: str = ""
-    cores: int = Field(ge=1)
-    ghz: float = Field(gt=0)
+    cores: int = Field(ge=1, le=4096)
+    ghz: float = Field(ge=0.1, le=10)
     # The stacks' costs are Skylake-equivalent cycles (models/cores.yaml).
     core: str = Field(REFERENCE_CORE, description="core design, e.g. haswell, skylake, golden-cove, zen4")
-    app_kcycles_per_io: float = Field(3.0, ge=0, description="fio + block layer, per I/O")
+    app_kcycles_per_io: float = Field(3.0, ge=0, le=KCYCLES_MAX, description="fio + block layer, per I/O")
     # Yang, Minturn and Hady, "When Poll Is Better than Interrupt" (FAST 2012):
     # completing a 4 KiB I/O through an interrupt rather than by polling cost
     # a few microseconds (the interrupt, its handler, the scheduler waking the
     # sleeping thread, and the caches it disturbed): 2 us a side, the one default of every
     # host, shipped or written by hand (a profile states another only where it knows better).
-    wakeup_us: float = Field(WAKEUP_US, ge=0, description="interrupt-to-thread latency, once per I/O")
+    wakeup_us: float = Field(
+        WAKEUP_US, ge=0, le=US_MAX, description="interrupt-to-thread latency, once per I/O"
+    )
     # CRC32C, for iSCSI and NVMe/TCP digests: Linux's crc32c-intel runs
     # three CRC32 instruction streams at once (Gopal et al., Intel 2011;
     # Gueron, Information Processing Letters 112, 2012: 3-cycle latency and
@@ -90,23 +103,28 @@ class Nic(_Strict):
 
     name: str
     fabrics: list[FabricName]
-    link_gbps: list[float]
+    link_gbps: list[Gbps] = Field(min_length=1, max_length=16)
     toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
     # TSO/GSO on send and GRO on receive, on by default in Linux on every NIC
     # here: the host's TCP path runs once per super-packet, not per frame.
     gso_gro: bool = Field(True, description="segmentation and receive offload (TSO/GSO, GRO)")
-    mtu: int = 1500
-    one_way_us: float = Field(2.0, ge=0, description="NIC + wire + switch latency, one way")
+    mtu: int = Field(1500, ge=576, le=65520)
+    one_way_us: float = Field(2.0, ge=0, le=US_MAX, description="NIC + wire + switch latency, one way")
     host_kcycles_per_packet: float = Field(
-        1.0, ge=0, description="host CPU per packet its TCP stack handles (super-packet with gso_gro)"
+        1.0,
+        ge=0,
+        le=KCYCLES_MAX,
+        description="host CPU per packet its TCP stack handles (super-packet with gso_gro)",
     )
-    pcie_gbps: float = Field(100.0, gt=0, description="effective DMA rate per direction")
+    pcie_gbps: float = Field(100.0, gt=0, le=10_000, description="effective DMA rate per direction")
     # Of one_way_us, the PCIe part at the two ends: the doorbell write, the
     # NIC's DMA read of the work request and data, the DMA write of data and
     # completion.  Neugebauer et al., "Understanding PCIe performance for end
     # host networking" (SIGCOMM 2018), measured a small DMA read across a
     # Xeon's root complex at several hundred nanoseconds (estimate: 0.5 us).
-    pcie_us: float = Field(0.5, ge=0, description="PCIe doorbell and DMA latency within one_way_us")
+    pcie_us: float = Field(
+        0.5, ge=0, le=US_MAX, description="PCIe doorbell and DMA latency within one_way_us"
+    )
     # Interrupt moderation (ethtool -C rx-usecs) a completion may wait for
     # before its interrupt fires; 0 is adaptive moderation (mlx5's DIM,
     # ixgbe/i40e's adaptive-rx), which at one request in flight fires at once.
@@ -147,15 +165,15 @@ class Backend(_Strict):
 
     kind: Literal["null", "ramdisk", "nvme"]
     name: str = ""
-    read_latency_us: float = 0.0
-    write_latency_us: float = 0.0
-    read_us_per_io: float = 0.0
-    write_us_per_io: float = 0.0
-    read_gbytes_per_s: float = 1000.0
-    write_gbytes_per_s: float = 1000.0
-    parallel: int = Field(1, ge=1, description="independent internal channels")
+    read_latency_us: float = Field(0.0, ge=0, le=US_MAX)
+    write_latency_us: float = Field(0.0, ge=0, le=US_MAX)
+    read_us_per_io: float = Field(0.0, ge=0, le=US_MAX)
+    write_us_per_io: float = Field(0.0, ge=0, le=US_MAX)
+    read_gbytes_per_s: float = Field(1000.0, gt=0, le=GBYTES_MAX)
+    write_gbytes_per_s: float = Field(1000.0, gt=0, le=GBYTES_MAX)
+    parallel: int = Field(1, ge=1, le=65536, description="independent internal channels")
     target_cycles_per_byte: float = Field(
-        0.0, ge=0, description="target CPU per byte, e.g. memcpy out of a RAM disk"
+        0.0, ge=0, le=CYCLES_PER_BYTE_MAX, description="target CPU per byte, e.g. memcpy out of a RAM disk"
     )
 
 
@@ -168,18 +186,18 @@ class StackCost(_Strict):
     initiator, a write's on the target): receivers copy, senders do not.
     """
 
-    target_kcycles_per_io: float = Field(ge=0)
-    target_cycles_per_byte: float = Field(0.0, ge=0)
-    initiator_kcycles_per_io: float = Field(ge=0)
-    initiator_cycles_per_byte: float = Field(0.0, ge=0)
+    target_kcycles_per_io: float = Field(ge=0, le=KCYCLES_MAX)
+    target_cycles_per_byte: float = Field(0.0, ge=0, le=CYCLES_PER_BYTE_MAX)
+    initiator_kcycles_per_io: float = Field(ge=0, le=KCYCLES_MAX)
+    initiator_cycles_per_byte: float = Field(0.0, ge=0, le=CYCLES_PER_BYTE_MAX)
     calibrated_on: str = ""
 
 
 class SideCost(_Strict):
     """What one side's software spends on an I/O: cycles per I/O and per data byte it receives."""
 
-    kcycles_per_io: float = Field(0.0, ge=0)
-    cycles_per_byte: float = Field(0.0, ge=0)
+    kcycles_per_io: float = Field(0.0, ge=0, le=KCYCLES_MAX)
+    cycles_per_byte: float = Field(0.0, ge=0, le=CYCLES_PER_BYTE_MAX)
 
 
 class Digests(_Strict):
@@ -253,9 +271,11 @@ class Profile(_Strict):
     # or a default cut-through switch.
     switch: Switch | None = None
     cable_m: float = Field(2.0, gt=0, le=100_000, description="cable length, for propagation delay")
-    sessions: dict[str, int] = Field(default_factory=dict, description="connections per transport")
+    sessions: dict[str, Annotated[int, Field(ge=1, le=1024)]] = Field(
+        default_factory=dict, description="connections per transport"
+    )
     protocol: dict[str, Any] = Field(default_factory=dict)
-    max_transfer: dict[str, int] = Field(
+    max_transfer: dict[str, Annotated[int, Field(ge=512, le=1 << 30)]] = Field(
         default_factory=dict, description="transport -> largest request the block layer sends"
     )
     costs: dict[str, StackCost] = Field(
@@ -352,17 +372,44 @@ def fit_path(profile: Path) -> Path:
     the clone's files through a tree of links, and a fit written there would
     miss the clone (where ``--help`` says it goes) and vanish on reinstall.
     """
-    return profile.resolve().with_name(profile.stem + ".fit.yaml")
+    try:
+        return profile.resolve().with_name(profile.stem + ".fit.yaml")
+    except (OSError, RuntimeError):  # a symlink loop: reading the profile itself says so
+        return profile.with_name(profile.stem + ".fit.yaml")
+
+
+class _FitFile(BaseModel):
+    """What a ``.fit.yaml`` beside a profile must hold (``sanlab calibrate --write`` writes it):
+    typed, so that a fit that is a list, holds lists or has a number for a key is one line."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    parameters: dict[Annotated[str, Field(pattern=r"^\S{1,200}$")], float] = Field(default_factory=dict)
 
 
 def apply_fit(data: Any, profile: Path) -> Any:
     """Overlay the fitted parameter values (if any) on a hand-written profile."""
     fitted = fit_path(profile)
-    if isinstance(data, dict) and fitted.is_file():
-        values = (read_yaml(fitted) or {}).get("parameters", {})
-        for name, value in values.items():
-            set_param(data, name, value)
+    if isinstance(data, dict) and os.path.lexists(fitted):
+        document = read_yaml(fitted)
+        fit = typed(_FitFile, {} if document is None else document, str(fitted))
+        for name, value in fit.parameters.items():
+            try:
+                set_param(data, name, value)
+            except SanlabError as exc:
+                raise SanlabError(f"{fitted}: parameters: {exc}") from None
     return data
+
+
+def given_profile(ctx: Any, param: Any, value: str | None) -> str | None:
+    """A click callback for ``--profile``/``--base``: an empty name is refused in one line,
+    never read as "the default" (an unset shell variable gives one)."""
+    import click  # only the command line calls this
+
+    if value is not None and not value.strip():
+        raise click.BadParameter(
+            f"{value!r} is not a profile (use {', '.join(profile_names())}, or a .yaml path)"
+        )
+    return value
 
 
 def profile_path(name: str) -> Path:
@@ -395,7 +442,7 @@ def load_profile(name_or_path: str) -> Profile:
                 ]
             )
         path = profile_path(name_or_path)
-    key = str(path.resolve())
+    key = os.path.realpath(path)  # never raises: a symlink loop is refused when it is read
     if key in _LOADING:
         chain = " -> ".join([*(Path(k).stem for k in _LOADING[_LOADING.index(key) :]), path.stem])
         raise ScenarioError([Problem(str(path), "from", f"profiles inherit in a circle ({chain}); break it")])
@@ -415,8 +462,9 @@ def load_profile(name_or_path: str) -> Profile:
 def lenders(data: dict[str, Any]) -> set[str]:
     """The profiles whose parts ``data`` borrows (``from:`` on its hosts, NICs and backends,
     the parts ``inherit`` resolves)."""
-    parts = [data.get("initiator"), data.get("target"), *(data.get("nics") or [])]
-    parts += list((data.get("backends") or {}).values())
+    nics, backends = data.get("nics"), data.get("backends")
+    parts = [data.get("initiator"), data.get("target"), *(nics if isinstance(nics, list) else [])]
+    parts += list(backends.values()) if isinstance(backends, dict) else []
     return {str(p["from"]) for p in parts if isinstance(p, dict) and "from" in p}
 
 
@@ -446,7 +494,8 @@ def inherit(data: Any, source: str, lookup: Callable[[str], Profile] | None = No
     for side in ("initiator", "target"):
         if side in data:
             data[side] = resolve(data[side], side, lambda o, s=side: getattr(o, s))
-    for i, nic in enumerate(data.get("nics") or []):
+    nics = data.get("nics")
+    for i, nic in enumerate(nics if isinstance(nics, list) else []):
         # ``like`` borrows another NIC's fitted parts for a NIC of a new name
         name = nic.get("like", nic.get("name")) if isinstance(nic, dict) else None
         data["nics"][i] = resolve(
@@ -454,7 +503,8 @@ def inherit(data: Any, source: str, lookup: Callable[[str], Profile] | None = No
         )
         if isinstance(nic, dict) and "from" in nic and "pcie" in nic and "pcie_gbps" not in nic:
             data["nics"][i].pop("pcie_gbps", None)  # a new slot: its rate follows from it, not the donor's
-    for key, backend in (data.get("backends") or {}).items():
+    backends = data.get("backends")
+    for key, backend in (backends if isinstance(backends, dict) else {}).items():
         data["backends"][key] = resolve(backend, f"backends.{key}", lambda o, k=key: o.backends.get(k))
     return data
 

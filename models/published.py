@@ -7,13 +7,14 @@ profile of the same name plus the measured figures.
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sanlab.models.network import LOCAL, Point
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import csv_number, read_csv
+from sanlab.scenarios.registry import FABRIC_NAMES, TRANSPORT_NAMES
 from sanlab.scenarios.sizes import parse_size
 
 
@@ -43,7 +44,11 @@ def calibration_dir(explicit: str | Path | None = None) -> Path:
 
     Nothing outside the package is searched: a clone or a wheel stands on its own, and a
     folder beside the checkout is never read by surprise."""
-    folder = Path(explicit) if explicit else PUBLISHED_DIR
+    folder = Path(explicit) if explicit is not None else PUBLISHED_DIR
+    if explicit is not None and not Path(folder).is_dir():
+        raise SanlabError(
+            f"calibration tables: {str(folder)!r} is not a folder; give --data a folder of tables"
+        )
     if not Path(folder, "zeta-2016.csv").is_file():
         raise SanlabError(
             f"calibration tables: {folder} holds no zeta-2016.csv; give --data a folder of "
@@ -57,17 +62,23 @@ def load_table(path: Path, profile: str, select: dict[str, Any] | None = None) -
     column, with its ``mtu`` where the table gives one).  A table of mailing-list posts
     (a ``message_id`` column) is read through ``select`` (``from_post``)."""
     rows = read_rows(path)
+    source = f"calibration table {path}"
     if rows and "message_id" in rows[0]:
-        if not select:
+        if not isinstance(select, dict) or not select:
             raise SanlabError(f"{path}: a table of posts needs the profile's calibration.select")
-        return [measured(r, profile) for r in from_posts(rows, select)]
-    return [measured(row, profile) for row in rows]
+        return [measured(r, profile, source, line) for line, r in from_posts(rows, select, source)]
+    return [measured(row, profile, source, line) for line, row in enumerate(rows, start=2)]
 
 
 POST_SELECT = ("note_contains", "initiator_contains", "fabric", "link_gbps", "mtu")
 
 
-def from_posts(rows: list[dict[str, str]], select: dict[str, Any]) -> list[dict[str, str]]:
+POST_COLUMNS = ("note", "initiator", "transport", "iodepth", "numjobs", "iops", "lat_mean_us")
+
+
+def from_posts(
+    rows: list[dict[str, str]], select: dict[str, Any], source: str = "posts"
+) -> list[tuple[int, dict[str, str]]]:
     """The rows of a posts table (models/data/published/linux-nvme-tcp-2019-2020.csv) that
     ``select`` picks, in the columns ``measured`` reads.
 
@@ -78,76 +89,112 @@ def from_posts(rows: list[dict[str, str]], select: dict[str, Any]) -> list[dict[
     unknown = sorted(set(select) - set(POST_SELECT))
     if unknown:
         raise SanlabError(f"calibration.select: {', '.join(unknown)} unknown (use {', '.join(POST_SELECT)})")
+    missing = [c for c in POST_COLUMNS if rows and c not in rows[0]]
+    if missing:
+        raise SanlabError(
+            f"{source}: no column {', '.join(missing)} (a table of posts has {', '.join(POST_COLUMNS)})"
+        )
     picked = []
-    for row in rows:
+    for line, row in enumerate(rows, start=2):
         if str(select.get("note_contains", "")) not in row["note"]:
             continue
         if str(select.get("initiator_contains", "")) not in row["initiator"]:
             continue
-        iops = float(row["iops"])
+        iops = csv_number(source, line, "iops", row["iops"], 0, 1e9)
+        lat = csv_number(source, line, "lat_mean_us", row["lat_mean_us"], 0, 1e9)
         picked.append(
-            {
-                "transport": row["transport"],
-                "fabric": str(select["fabric"]),
-                "link_gbps": str(select["link_gbps"]),
-                "mtu": str(select.get("mtu", "")),
-                "rw": "randread",
-                "bs": "4k",
-                "iodepth": row["iodepth"],
-                "numjobs": row["numjobs"],
-                "iops": row["iops"],
-                "bw_mibps": str(iops * 4096 / 2**20),
-                "lat_mean_ms": str(float(row["lat_mean_us"]) / 1000),
-                "poll": "1" if "hipri" in row["initiator"] else "0",
-            }
+            (
+                line,
+                {
+                    "transport": row["transport"],
+                    "fabric": str(select["fabric"]),
+                    "link_gbps": str(select["link_gbps"]),
+                    "mtu": str(select.get("mtu", "")),
+                    "rw": "randread",
+                    "bs": "4k",
+                    "iodepth": row["iodepth"],
+                    "numjobs": row["numjobs"],
+                    "iops": row["iops"],
+                    "bw_mibps": str(iops * 4096 / 2**20),
+                    "lat_mean_ms": str(lat / 1000),
+                    "poll": "1" if "hipri" in row["initiator"] else "0",
+                },
+            )
         )
     return picked
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """A published table's rows as its CSV header names them."""
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+    """A published table's rows as its CSV header names them, through the one reader
+    (scenarios/reading.py: regular file, bounded, no NUL byte, no ragged row)."""
+    return read_csv(path, "calibration table")
 
 
 _YES, _NO = ("1", "yes", "true"), ("", "0", "no", "false")
+REQUIRED = ("transport", "fabric", "link_gbps", "rw", "bs", "iodepth", "numjobs", "iops", "bw_mibps")
+RWS = ("read", "write", "randread", "randwrite")
 
 
-def _flag(row: dict[str, str], column: str) -> bool:
+def _flag(row: dict[str, str], column: str, where: str = "") -> bool:
     """A yes/no column (a digest), empty or absent meaning no; anything else is refused."""
     text = (row.get(column) or "").strip().lower()
     if text not in _YES + _NO:
-        raise SanlabError(f"column '{column}' is {text!r}; use 1 or 0 (yes/no, true/false)")
+        raise SanlabError(f"{where}column '{column}' is {text!r}; use 1 or 0 (yes/no, true/false)")
     return text in _YES
 
 
-def measured(row: dict[str, str], profile: str) -> Measured:
+def _choice(source: str, line: int, row: dict[str, str], column: str, allowed: tuple[str, ...]) -> str:
+    value = row[column]
+    if value not in allowed:
+        raise SanlabError(
+            f"{source}: row {line}: column '{column}' is {value[:40]!r}; use {', '.join(allowed)}"
+        )
+    return value
+
+
+def measured(row: dict[str, str], profile: str, source: str = "table", line: int = 0) -> Measured:
     """One published row as a point on ``profile`` (or its own ``profile`` column); a table
     may name each row's ``mtu``, ``backend`` and ``target_stack``, else the profile's apply,
-    and say whether the host polled (``poll``: fio's hipri on NVMe poll queues)."""
+    and say whether the host polled (``poll``: fio's hipri on NVMe poll queues).
+
+    Each cell is checked (scenarios/reading.py's ``csv_number``): a missing column, a word
+    where a figure belongs, NaN or a figure beyond physics is one line naming the file, row,
+    column and value."""
+    missing = [c for c in REQUIRED if c not in row and not (c in ("transport", "fabric") and "setup" in row)]
+    if missing:
+        raise SanlabError(f"{source}: no column {', '.join(missing)} (a table has {', '.join(REQUIRED)})")
     local = row.get("setup") == "local"
-    lat = row.get("lat_mean_ms")
-    cpu = row.get("cpu_pct")
+
+    def number(column: str, low: float, high: float, whole: bool = False) -> float:
+        return csv_number(source, line, column, row[column], low, high, whole)
+
+    lat, cpu, mtu = row.get("lat_mean_ms"), row.get("cpu_pct"), row.get("mtu")
+    try:
+        bs = parse_size(row["bs"])
+    except ValueError:
+        raise SanlabError(
+            f"{source}: row {line}: column 'bs' is {row['bs'][:40]!r}; give a size like 4k"
+        ) from None
     point = Point(
-        transport=LOCAL if local else row["transport"],
-        fabric="eth" if local else row["fabric"],
-        link_gbps=float(row["link_gbps"]) or 100.0,
-        rw=row["rw"],
-        bs=parse_size(row["bs"]),
-        iodepth=int(row["iodepth"]),
-        numjobs=int(row["numjobs"]),
+        transport=LOCAL if local else _choice(source, line, row, "transport", TRANSPORT_NAMES),
+        fabric="eth" if local else _choice(source, line, row, "fabric", FABRIC_NAMES),
+        link_gbps=number("link_gbps", 0, 800) or 100.0,
+        rw=_choice(source, line, row, "rw", RWS),
+        bs=bs,
+        iodepth=int(number("iodepth", 1, 4096, whole=True)),
+        numjobs=int(number("numjobs", 1, 4096, whole=True)),
         profile=row.get("profile") or profile,
-        mtu=int(row["mtu"]) if row.get("mtu") else None,
+        mtu=int(number("mtu", 576, 65520, whole=True)) if mtu else None,
         backend=row.get("backend") or None,
         target_stack=row.get("target_stack") or None,
-        header_digest=_flag(row, "header_digest"),
-        data_digest=_flag(row, "data_digest"),
-        poll=_flag(row, "poll"),
+        header_digest=_flag(row, "header_digest", f"{source}: row {line}: "),
+        data_digest=_flag(row, "data_digest", f"{source}: row {line}: "),
+        poll=_flag(row, "poll", f"{source}: row {line}: "),
     )
     return Measured(
         point=point,
-        iops=float(row["iops"]),
-        bw_mibps=float(row["bw_mibps"]),
-        lat_mean_us=float(lat) * 1000 if lat else None,
-        cpu_pct=float(cpu) if cpu else None,
+        iops=number("iops", 0, 1e9),
+        bw_mibps=number("bw_mibps", 0, 1e7),
+        lat_mean_us=number("lat_mean_ms", 0, 1e6) * 1000 if lat else None,
+        cpu_pct=number("cpu_pct", 0, 100_000) if cpu else None,
     )
