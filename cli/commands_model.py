@@ -16,7 +16,7 @@ from sanlab.models.budget import qd1_budget
 from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
 from sanlab.models.profile import given_profile, load_profile, profile_names
-from sanlab.models.project import project
+from sanlab.models.project import check_size, project
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.report import chart_png, csv_text, match, text_table
 from sanlab.models.simulate import Settings
@@ -165,8 +165,9 @@ def model(
                     }
                 )
         _check_projectable(chosen)
+        check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
         folder = _claim_report(report) if report else None
-        progress = _progress_bar() if not as_json else None
+        progress = _progress_bar() if not as_json else _progress_lines  # stderr: stdout stays JSON
         results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
         fail(exc)
@@ -231,7 +232,8 @@ def _progress_bar() -> Callable[[int, int], None] | None:
             bar = click.progressbar(length=total, label="projecting", file=sys.stderr)
             bar.__enter__()
             state["bar"] = bar
-        bar.update(1)
+        bar.update(done - state.get("seen", 0))
+        state["seen"] = done
         if done == total:
             bar.__exit__(None, None, None)
 
@@ -241,8 +243,8 @@ def _progress_bar() -> Callable[[int, int], None] | None:
 def _progress_lines(done: int, total: int) -> None:
     if total < PROGRESS_LINES_FROM:
         return
-    if done == 1 or done == total or done * 10 // total != (done - 1) * 10 // total:
+    if done <= 1 or done == total or done * 10 // total != (done - 1) * 10 // total:
         click.echo(f"projecting: {done:,} of {total:,} points", err=True)
 
 
-PROGRESS_LINES_FROM = 20  # fewer points take a few seconds: no need to say how far it is
+PROGRESS_LINES_FROM = 8  # fewer points take a second or two: no need to say how far it is
