@@ -31,11 +31,11 @@ Save = Callable[[Path, bytes], None]  # how a rendered picture is written (the C
 # A picture with more arrows than this merges runs of alike frames.
 MAX_ARROWS = 40
 # A label's length before it is cut (between words), and where it wraps onto a second line:
-# the figure is 5.2 inches wide and its labels 10-point, so that the docs' column, and a
-# 390-pixel phone, show them at 11 pixels or more.
+# the figure is 4.4 inches wide and its labels 10-point, so that a 390-pixel phone, which
+# shrinks it to its 360-pixel column, still shows them 11 pixels high.
 LABEL_CHARS = 64
-WRAP_CHARS = 36
-WIDTH_IN, LABEL_PT = 5.2, 10
+WRAP_CHARS = 30
+WIDTH_IN, LABEL_PT = 4.4, 10
 EMULATED = "emulated: QEMU VMs, software RDMA; not hardware times"
 
 
@@ -165,6 +165,15 @@ def arrows(io: Io, sizes: bool = True, max_arrows: int | None = None) -> list[Ar
     return merged
 
 
+def _wrapped(label: str) -> list[str]:
+    """The label's lines, every line whole: a size and its unit ('1,086 B', '16 KiB') never part."""
+    glued = re.sub(r"(\d) (B|KiB|MiB)\b", "\\1\u00a0\\2", label)
+    return [
+        line.replace("\u00a0", " ")
+        for line in textwrap.wrap(glued, WRAP_CHARS, break_long_words=False, break_on_hyphens=False)
+    ]
+
+
 def tag_text(io: Io) -> str:
     """The task's tag as its protocol writes it: SRP's 8-byte tag arrives as tshark's hex
     bytes, little-endian ('1600000000000000' is tag 0x16)."""
@@ -193,7 +202,7 @@ def ladder(
     rows = len(drawn)
     fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 0.62 * rows + 1.7)), dpi=100)
     ax.set_xlim(-0.42, 1.25)
-    ax.set_ylim(rows + 0.5, -0.7)
+    ax.set_ylim(rows + 0.5, -1.0)
     ax.axis("off")
     target = next((f.dst for f in io.frames if f.src == io.initiator), "")
     for x, name in ((0, f"initiator\n{io.initiator}"), (1, f"target\n{target}")):
@@ -209,12 +218,12 @@ def ladder(
             arrowprops={"arrowstyle": "->", "color": "tab:blue" if arrow.outbound else "tab:green"},
         )
         group.arrow_patch.set_gid(arrow.gid)
-        label = "\n".join(textwrap.wrap(arrow.label, WRAP_CHARS, break_long_words=False)[:2])
+        label = "\n".join(_wrapped(arrow.label))
         text = ax.text(0.5, row - 0.1, label, ha="center", va="bottom", fontsize=LABEL_PT, linespacing=1.0)
         text.set_gid(f"label-{arrow.gid}")
         ax.text(-0.4, row, f"{at_us:,.0f} µs", ha="left", va="center", fontsize=LABEL_PT - 1, color="0.3")
     head = title or f"{io.op} {size_text(io.nbytes)}, tag {tag_text(io)}: {io.latency_us:,.0f} µs on the wire"
-    ax.set_title(f"{head}\n{EMULATED}", fontsize=LABEL_PT)
+    ax.set_title(f"{head}\n{EMULATED}", fontsize=LABEL_PT - 1)
     fig.tight_layout()
     (save or save_picture)(svg, figure_bytes(fig, format="svg"))
     if png is not None:

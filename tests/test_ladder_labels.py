@@ -29,6 +29,7 @@ COMMANDS = [
     ("nvme-tcp", "read", 4096, "NVMe Read 4 KiB"),
     ("srp-rxe", "write", 4096, "SRP_CMD: SCSI WRITE(10) 4 KiB (SEND First)"),
     ("iser-rxe", "read", 4096, "SCSI READ(10) 4 KiB (SEND)"),
+    ("iser-rxe", "write", 16384, "SCSI WRITE(10) 16 KiB (SEND First)"),  # 'Last (1,086 B)' wraps
     ("iser-siw", "read", 4096, "SCSI READ(10) 4 KiB"),
     ("nvme-rdma-rxe", "read", 16384, "NVMe Read 16 KiB (SEND)"),
     ("nvme-rdma-siw", "write", 16384, "NVMe Write 16 KiB"),
@@ -42,13 +43,18 @@ def _io(capture: str, op: str, size: int):
     return next(i for i in result.ios if i.op == op and i.nbytes == size)
 
 
-def _labels(svg) -> list[str]:
+def _lines(svg) -> list[list[str]]:
+    """Each arrow label's lines, as the SVG draws them."""
     root = ET.parse(svg).getroot()
     return [
-        " ".join("".join(t.itertext()) for t in g.iter(f"{SVG}text"))
+        [line for t in g.iter(f"{SVG}text") for line in "".join(t.itertext()).split("\n")]
         for g in root.iter(f"{SVG}g")
         if g.get("id", "").startswith("label-frames-")
     ]
+
+
+def _labels(svg) -> list[str]:
+    return [" ".join(lines) for lines in _lines(svg)]
 
 
 @pytest.mark.parametrize(("capture", "op", "size", "command"), COMMANDS)
@@ -64,7 +70,12 @@ def test_arrows_are_named_by_protocol_meaning_and_drawn_whole(tmp_path, capture,
     assert len(shown) == len(drawn)
     for arrow, text in zip(drawn, shown, strict=True):  # every word of the label is in the picture
         assert text.split() == arrow.label.split(), (text, arrow.label)
-    assert all(re.search(r"\(\d[\d,]* B\)$", text) for text in shown)  # sizes end each label, whole
+    assert all(re.search(r"\(\d[\d,]* B\)$", text) for text in shown)  # sizes end each label
+    for lines in _lines(tmp_path / "io.svg"):  # and no value is parted from its unit by a wrap
+        assert not any(
+            re.search(r"\d$", a) and re.match(r"(B|KiB|MiB)\b", b)
+            for a, b in zip(lines, lines[1:], strict=False)
+        )
     assert "emulated" in (tmp_path / "io.svg").read_text()
 
 
