@@ -12,7 +12,7 @@ import errno
 import importlib
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -46,21 +46,35 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """The command, and one line (exit 1) when standard output cannot take what it prints: a
+        full disk (``> /dev/full``), a read-only one, or a reader that went away (``| head``)."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if exc.errno not in OUTPUT_ERRORS:
+                raise
+            _cannot_write_output(exc)
+
     def main(self, *args: Any, **kwargs: Any) -> Any:
-        """Click's main, and one line (exit 1) when standard output cannot take what is printed:
-        a full disk (``> /dev/full``), a read-only one, or a reader that went away (``| head``)."""
+        """Click's main, with what is still buffered flushed here rather than at exit (where a
+        full disk is a traceback in the interpreter's shutdown)."""
         try:
             try:
                 return super().main(*args, **kwargs)
             finally:
-                sys.stdout.flush()  # what is still buffered fails here, not at exit with a traceback
+                sys.stdout.flush()
         except OSError as exc:
             if exc.errno not in OUTPUT_ERRORS:
                 raise
-            _silence_stdout()
-            reason = exc.strerror or os.strerror(exc.errno or 0)
-            click.echo(f"Error: cannot write the output ({reason})", err=True)
-            sys.exit(1)
+            _cannot_write_output(exc)
+
+
+def _cannot_write_output(exc: OSError) -> NoReturn:
+    _silence_stdout()
+    reason = exc.strerror or os.strerror(exc.errno or 0)
+    click.echo(f"Error: cannot write the output ({reason})", err=True)
+    sys.exit(1)
 
 
 # What a write to standard output (or a file) fails with when the disk or the reader is gone.

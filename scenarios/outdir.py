@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.writing import (
     HELD_SIGNALS,
     cannot_write,
@@ -29,6 +30,7 @@ from sanlab.scenarios.writing import (
     open_at,
     open_folder,
     open_subfolder,
+    probe_writable,
     signals_held,
     temporary_name,
     write_at,
@@ -100,8 +102,7 @@ class OutputFolder:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SanlabError(f"{option} {root}: cannot write there ({exc.strerror})") from None
-        if not os.access(root, os.W_OK | os.X_OK):
-            raise SanlabError(f"{option} {root}: cannot write there (permission denied)")
+        probe_writable(root, option)  # a read-only or full disk is said now, before any work
         files, grows = cls._read_manifest(root, option)
         folder = cls(root, option, files, grows)
         folder._repair()
@@ -115,8 +116,8 @@ class OutputFolder:
         where = f"{option} {root}: its {MANIFEST}"
         data = read_bounded(path, MANIFEST_BYTES, where)
         try:
-            document = json.loads(data)
-        except (ValueError, RecursionError):
+            document = parse_json(data, where)
+        except SanlabError:
             raise SanlabError(f"{where} is not valid JSON; sanlab will not touch that folder") from None
         files = document.get("files") if isinstance(document, dict) else None
         grows = document.get("grows", []) if isinstance(document, dict) else None
