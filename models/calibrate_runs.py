@@ -30,7 +30,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import datetime
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from sanlab.models.profile import (
 from sanlab.models.published import Measured
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded, write_atomically
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import BackendFacts, MachineFacts
 from sanlab.scenarios.registry import FABRICS, TRANSPORTS
 from sanlab.scenarios.schema import (
@@ -176,10 +176,7 @@ def read_cells(dirs: list[Path], say: Say = lambda m: None) -> Cells:
 
 def _records(path: Path) -> list[dict[str, Any]]:
     """The records of one results.json, read in bounded time and memory."""
-    try:
-        document = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "--runs"))
-    except ValueError as exc:
-        raise SanlabError(f"{path}: not valid JSON ({exc})") from None
+    document = parse_json(read_bounded(path, MAX_RESULTS_BYTES, "--runs"), str(path))
     records = document.get("results") if isinstance(document, dict) else None
     if not isinstance(records, list):
         raise SanlabError(f'{path}: not a sanlab run\'s results (no "results" list)')
@@ -275,11 +272,19 @@ class Calibrated:
         unstated = [m.group(1) for w in self.warnings for m in [re.search(r"(\S+) missing", w)] if m]
         if unstated:
             return "the records' " + ", ".join(dict.fromkeys(unstated))
-        where = " ".join(c.bottleneck for c in self.missed)
-        if "backend" in where or "device" in where:
-            return "the backend device (kind and model, or a drive that throttles)"
-        if "cpu" in where:
+        missed = self.missed
+        # Reads too slow and writes too fast at one I/O in flight (or the reverse): a fixed
+        # latency that differs by direction, which is a device's, not a network's or a CPU's.
+        seen = {("read" in c.row.point.rw, c.iops_error > 0) for c in missed if c.bottleneck == "latency"}
+        split = len({fast for _, fast in seen}) == 2 and len({read for read, _ in seen}) == 2
+        split = split and len({read == fast for read, fast in seen}) == 1
+        where = [c.bottleneck for c in missed]
+        if split or any(b in ("device", "backend") for b in where):
+            return "the backend device (is the record's backend the device that served the I/O?)"
+        if sum(b.endswith("cpu") for b in where) > len(where) / 2:
             return "the hosts' cores or clock (a CPU limit, power capping, SMT)"
+        if any(b.startswith("link") for b in where):
+            return "the link's speed or MTU"
         return "a fact no record states (sessions, a switch, interrupt coalescing, offloads)"
 
 

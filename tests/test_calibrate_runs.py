@@ -208,6 +208,7 @@ def test_a_fit_that_misses_its_own_cells_is_refused_unless_accepted(profiles, tm
     message = str(refused.value)
     assert "\n" not in message and "not written" in message and "likely missing" in message
     assert done.missed[0].row.label in message and "--accept-poor-fit" in message
+    assert "likely missing: the backend device" in message
     assert not (profiles / "refused.yaml").exists()
     written = yaml.safe_load(write_profile(done, [run], accept_poor_fit=True).read_text())
     assert written["calibration"]["poor_fit"] and "POOR FIT" in written["description"]
