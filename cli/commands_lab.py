@@ -85,7 +85,7 @@ def images_list(as_json: bool) -> None:
     found = guest_images.list_images()
     if as_json:
         listed = [
-            {"key": image.key, "current": current, "path": str(image.path), "manifest": image.manifest}
+            {"key": image.key, "current": current, "path": str(image.path), "manifest": _manifest(image)}
             for image, current in found
         ]
         click.echo(json.dumps(listed, indent=2, default=str))
@@ -93,12 +93,23 @@ def images_list(as_json: bool) -> None:
     if not found:
         click.echo(f"no images in {guest_images.images_dir()} (run 'sanlab images build')")
     for image, current in found:
-        m = image.manifest
+        m = _manifest(image)
+        if "error" in m:
+            click.echo(f"  {image.key}  unreadable: {m['error']}")
+            continue
         size = int(str(m.get("initrd_bytes", 0))) >> 20
         click.echo(
             f"{'*' if current else ' '} {image.key}  {m.get('guest', DEFAULT_GUEST)}  "
             f"kernel {m.get('kernel')}  {size} MiB  built {m.get('built')} in {m.get('build_seconds')} s"
         )
+
+
+def _manifest(image: guest_images.Image) -> dict[str, object]:
+    """An image's manifest, or what is wrong with it (a planted or torn one is listed, not fatal)."""
+    try:
+        return image.manifest
+    except SanlabError as exc:
+        return {"error": str(exc)}
 
 
 @images.command("clean")

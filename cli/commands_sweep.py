@@ -23,6 +23,7 @@ from sanlab.models.sweep_run import (
     run_sweep,
 )
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import load_json
 from sanlab.validation import fail
 
 
@@ -91,7 +92,10 @@ def sweep(
         _say(f"interrupted: finished points are kept in {out}; run the same command to resume")
         sys.exit(130)
     if as_json:
-        document: dict[str, Any] = json.loads((out / "summary.json").read_text())
+        try:
+            document: dict[str, Any] = load_json(out / "summary.json", "sweep summary")
+        except SanlabError as exc:
+            fail(exc)
         document["pareto"] = outcome.pareto
         click.echo(json.dumps(document, indent=2))
         return

@@ -9,7 +9,6 @@ run as a student would run it.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from sanlab.scenarios.exercises import (
     TargetProbe,
     find_exercise,
 )
+from sanlab.scenarios.reading import parse_json
 from sanlab.targets import lab_targets
 
 MODEL_TIMEOUT_S = 600.0
@@ -77,7 +77,11 @@ def projected(options: Mapping[str, object], field: str) -> object:
     run = subprocess.run(argv, capture_output=True, text=True, timeout=MODEL_TIMEOUT_S)
     if run.returncode != 0:
         raise SanlabError(f"sanlab model failed: {run.stderr.strip()[-200:]}")
-    return json.loads(run.stdout)["results"][0][field]
+    document = parse_json(run.stdout, "sanlab model --json")
+    try:
+        return document["results"][0][field]
+    except (KeyError, IndexError, TypeError):
+        raise SanlabError(f"sanlab model --json: no {field!r} in its first result") from None
 
 
 def checked_exercise(name: str, exercise: str | None) -> tuple[ExerciseFile, Exercise, str]:

@@ -13,10 +13,12 @@ from typing import Any, NoReturn
 
 import click
 
+from sanlab.emulator.images import guest_of
 from sanlab.models.profile import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario
+from sanlab.scenarios.semantics import real_machines
 from sanlab.scenarios.sizes import DurationRange
 from sanlab.scenarios.writing import probe_writable
 
@@ -54,6 +56,11 @@ def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
     to other layers."""
     scenario = load_scenario(path, inventory)
     problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
+    if scenario.hosts and not real_machines(scenario):
+        try:  # $SANLAB_GUEST overrides the guest: a bogus one is refused here, not at boot
+            guest_of(scenario.guest)
+        except SanlabError as exc:
+            problems.append(Problem(str(path), "guest", str(exc)))
     if problems:
         raise ScenarioError(problems)
     return scenario

@@ -309,4 +309,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sanlab.scenarios.errors import SanlabError
+
+    try:
+        main()
+    except SanlabError as exc:  # a broken scenario or profile: one line, exit 1
+        sys.exit(f"docs/generate.py: {exc}")

@@ -24,5 +24,12 @@ def on_pre_build(config: Any, **_: Any) -> None:
     assert spec is not None and spec.loader is not None
     generate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generate)
-    generate.main()
+    from sanlab.scenarios.errors import SanlabError
+
+    try:
+        generate.main()
+    except SanlabError as exc:  # a broken scenario or profile: one line, not mkdocs's traceback
+        from mkdocs.exceptions import PluginError
+
+        raise PluginError(f"docs/generate.py: {exc}") from None
     _done = True

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.qemu import version_line
+from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.writing import write_file
 
 PROBE_SECONDS = 12.0  # a KVM boot of this guest takes 2-3 s
@@ -41,11 +43,11 @@ def choose(qemu: str, image: Image, say: Callable[[str], None] = lambda m: None)
         return "tcg"
     key = _host_key(qemu)
     try:
-        cached = json.loads(_cache_file().read_text())
-        if cached.get("host") == key:
+        cached = load_json(_cache_file(), "KVM probe cache", 1 << 16)
+        if isinstance(cached, dict) and cached.get("host") == key and cached.get("accel") in ("kvm", "tcg"):
             return str(cached["accel"])
-    except (OSError, ValueError):
-        pass
+    except SanlabError:
+        pass  # absent, torn or planted: probe again
     say(f"probing KVM with a {PROBE_SECONDS:.0f} s test boot (once per host)")
     started = time.monotonic()
     verdict = "kvm" if probe_kvm(qemu, image) else "tcg"

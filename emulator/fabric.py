@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from sanlab.emulator.agent import Completed
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import IPERF_PORT
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.schema import Link, Scenario
 from sanlab.scenarios.topology import FABRIC_HOST
 
@@ -123,7 +124,7 @@ def start(vm: Guest, spec: dict[str, Any], timeout: float = START_TIMEOUT_S) -> 
     while time.monotonic() < deadline:
         read = vm.run(f"cat {GUEST_DIR}/ready.json 2>/dev/null", timeout=30)
         if read.ok and read.stdout.strip():
-            return _report(vm, json.loads(read.stdout))
+            return _report(vm, parse_json(read.stdout, f"{FABRIC_HOST}: {GUEST_DIR}/ready.json"))
         time.sleep(0.5)
     raise SanlabError(f"{FABRIC_HOST}: Mininet did not bring the switches up in {timeout:.0f} s{_log(vm)}")
 

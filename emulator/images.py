@@ -26,14 +26,15 @@ from importlib import resources
 from pathlib import Path
 from typing import BinaryIO, cast
 
-import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.emulator.cpio import tar_to_cpio
 from sanlab.scenarios.errors import SanlabError, ToolMissing
-from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
+from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.writing import open_lock, open_stream, write_file
+from sanlab.scenarios.yamlfile import load_yaml
 
 # What every guest's image is made of besides its own recipe (and the recipe it extends).
 SHARED_FILES = ("customize.sh", "init", "agent.py", "siw-abortive-close.patch")
@@ -76,7 +77,24 @@ class Image:
 
     @property
     def manifest(self) -> dict[str, object]:
-        return json.loads((self.path / "manifest.json").read_text())
+        """The image's manifest.json, read through the one reader and typed (a planted
+        ``initrd_bytes: "abc"`` or a list is one line naming the file and field)."""
+        path = self.path / "manifest.json"
+        document = typed(_ImageManifest, load_json(path, "image manifest", 1 << 16), f"image manifest {path}")
+        return dict(document.model_dump())
+
+
+class _ImageManifest(BaseModel):
+    """What build_image writes in an image's manifest.json."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    key: str = Field(pattern=r"^[0-9a-f]{4,64}$")
+    guest: str = DEFAULT_GUEST
+    kernel: str = ""
+    release: str = ""
+    built: str = ""
+    build_seconds: float = Field(0.0, ge=0, le=1e6)
+    initrd_bytes: int = Field(0, ge=0, le=1 << 40)
 
 
 def recipe_dir() -> Path:
@@ -104,7 +122,7 @@ def _recipe_files(guest: str) -> list[str]:
 
 
 def _load(name: str) -> dict[str, object]:
-    data = yaml.safe_load((recipe_dir() / name).read_text())
+    data = load_yaml(recipe_dir() / name)
     if not isinstance(data, dict):
         raise SanlabError(f"{recipe_dir() / name}: not a mapping")
     return data
@@ -221,8 +239,8 @@ def _whose(path: Path) -> str | None:
     if manifest.is_symlink() or not manifest.is_file():
         return None
     try:
-        document = json.loads(read_bounded(manifest, 1 << 16, "image manifest"))
-    except (SanlabError, ValueError, RecursionError):
+        document = load_json(manifest, "image manifest", 1 << 16)
+    except SanlabError:
         return None
     return "image" if isinstance(document, dict) and document.get("key") == path.name else None
 

@@ -50,12 +50,14 @@ from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.qemu import NicSpec, Vm, VmSpec, cpu_under_tcg, extra_kernel_args, qmp, version_line
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import write_atomically
+from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.writing import open_lock, write_file
 
 FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
 SWITCH = "SANLAB_SNAPSHOTS"
 RAM_FILE = "ram"
 MANIFEST = "manifest.json"
+MANIFEST_BYTES = 1 << 16
 SAVING = ".saving"  # in a save's folder, with the saver's PID, until it is renamed into place
 TEMPLATE_HOST = "template"
 SAVE_TIMEOUT_S = 180.0
@@ -124,8 +126,8 @@ def snapshot_key(image: Image, qemu: str, shape: Shape) -> str:
 
 def _usable(snapshot: Snapshot) -> bool:
     try:
-        manifest = json.loads((snapshot.path / MANIFEST).read_text())
-    except (OSError, ValueError):
+        manifest = load_json(snapshot.path / MANIFEST, "snapshot manifest", MANIFEST_BYTES)
+    except SanlabError:
         return False
     return isinstance(manifest, dict) and manifest.get("key") == snapshot.key and snapshot.ram.is_file()
 
@@ -325,8 +327,8 @@ def _stale(path: Path, current_images: set[str], qemu_line: str | None, everythi
             return False
         return False
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
-    except (OSError, ValueError):
+        manifest = load_json(path / MANIFEST, "snapshot manifest", MANIFEST_BYTES)
+    except SanlabError:
         return False
     if not isinstance(manifest, dict) or manifest.get("key") != path.name:
         return False

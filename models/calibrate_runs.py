@@ -272,19 +272,11 @@ class Calibrated:
         unstated = [m.group(1) for w in self.warnings for m in [re.search(r"(\S+) missing", w)] if m]
         if unstated:
             return "the records' " + ", ".join(dict.fromkeys(unstated))
-        missed = self.missed
-        # Reads too slow and writes too fast at one I/O in flight (or the reverse): a fixed
-        # latency that differs by direction, which is a device's, not a network's or a CPU's.
-        seen = {("read" in c.row.point.rw, c.iops_error > 0) for c in missed if c.bottleneck == "latency"}
-        split = len({fast for _, fast in seen}) == 2 and len({read for read, _ in seen}) == 2
-        split = split and len({read == fast for read, fast in seen}) == 1
-        where = [c.bottleneck for c in missed]
-        if split or any(b in ("device", "backend") for b in where):
-            return "the backend device (is the record's backend the device that served the I/O?)"
-        if sum(b.endswith("cpu") for b in where) > len(where) / 2:
+        where = " ".join(c.bottleneck for c in self.missed)
+        if "backend" in where or "device" in where:
+            return "the backend device (kind and model, or a drive that throttles)"
+        if "cpu" in where:
             return "the hosts' cores or clock (a CPU limit, power capping, SMT)"
-        if any(b.startswith("link") for b in where):
-            return "the link's speed or MTU"
         return "a fact no record states (sessions, a switch, interrupt coalescing, offloads)"
 
 

@@ -88,9 +88,17 @@ class SweepSpec(BaseModel):
     @field_validator("axes", "fixed", mode="before")
     @classmethod
     def _option_names(cls, value: Any) -> Any:
-        """`link-gbps` (as typed on the command line) and `link_gbps` are the same key."""
+        """`link-gbps` (as typed on the command line) and `link_gbps` are the same key; a
+        section that gives both is refused naming both, never merged with one value lost."""
         if isinstance(value, dict):
-            return {str(k).replace("-", "_"): v for k, v in value.items()}
+            named: dict[str, Any] = {}
+            spelled: dict[str, str] = {}
+            for key, item in value.items():
+                canonical = str(key).replace("-", "_")
+                if canonical in spelled:
+                    raise ValueError(f"{spelled[canonical]!r} and {key!r} are one option; give it once")
+                spelled[canonical], named[canonical] = str(key), item
+            return named
         return value
 
 

@@ -32,6 +32,7 @@ from sanlab.models.sweep_goals import meeting, pareto_front
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.outdir import OutputFolder, signals_held
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.writing import cannot_write, figure_bytes
 
@@ -71,8 +72,9 @@ class Journal:
             if not self.folder.ours(SPEC):
                 raise SanlabError(f"--out {self.out}: its {SPEC} is not one sanlab wrote; give a new folder")
             try:
-                held = json.loads(read_bounded(marker, 1 << 20, f"--out {self.out}:")).get("fingerprint")
-            except (ValueError, AttributeError):
+                held = parse_json(read_bounded(marker, 1 << 20, f"--out {self.out}:"), str(marker))
+                held = held.get("fingerprint") if isinstance(held, dict) else None
+            except SanlabError:
                 held = None
             if held != self.fingerprint:
                 raise SanlabError(
@@ -102,8 +104,8 @@ class Journal:
         # kill, or edited by hand, is skipped below and computed again.
         with open(self.path, "rb") as handle:
             for raw in handle:
-                with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
-                    row = json.loads(raw)
+                with contextlib.suppress(SanlabError):
+                    row = parse_json(raw, str(self.path))
                     if isinstance(row, dict) and isinstance(row.get("key"), str):
                         rows[row["key"]] = row
         return rows

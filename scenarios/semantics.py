@@ -165,6 +165,11 @@ def _target_fault(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[st
     for burst in ("loss", "delay"):
         if getattr(fault, burst) is not None:
             yield f"faults[{i}].{burst}", f"goes with action {burst}, not {fault.action}"
+    if fault.action == "reset" and "length" in fault.model_fields_set:
+        yield (
+            f"faults[{i}].for",
+            f"a reset is one event with no duration: drop 'for: {fault.length:g}s' (restart takes one)",
+        )
 
 
 def _switch_port(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[str, str]]:

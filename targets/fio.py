@@ -13,12 +13,12 @@ checked (``verified_bytes``) against the bytes the job covered.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.sizes import format_size
 
 Verdict = Literal["pass", "fail", "off"]
@@ -122,9 +122,9 @@ def parse(output: str, rw: str) -> FioResult:
     """
     start = output.find("{")
     try:
-        doc: dict[str, Any] = json.loads(output[start:]) if start >= 0 else {}
+        doc: dict[str, Any] = parse_json(output[start:], "fio's output") if start >= 0 else {}
         job = doc["jobs"][0]
-    except (ValueError, KeyError, IndexError, TypeError):
+    except (SanlabError, KeyError, IndexError, TypeError):
         raise SanlabError(f"fio printed no JSON result: {output[:300]!r}") from None
     part = job.get("read" if "read" in rw else "write") or {}
     iops = float(part.get("iops", 0.0))

@@ -13,11 +13,12 @@ interface or device name reaches no shell.  A fact a host does not give
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 
+from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Host
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import BackendFacts, HostFacts, NicFacts
 from sanlab.scenarios.schema import Target
 
@@ -46,9 +47,9 @@ def _int(text: str | None) -> int | None:
 def lscpu_fields(text: str) -> dict[str, str]:
     """``lscpu -J``'s fields (or plain ``lscpu``'s 'Key: value' lines) by key, without the colon."""
     try:
-        entries = json.loads(text).get("lscpu", [])
+        entries = parse_json(text, "lscpu -J").get("lscpu", [])
         return {str(e.get("field", "")).rstrip(":"): str(e.get("data") or "") for e in entries}
-    except (ValueError, AttributeError):
+    except (SanlabError, AttributeError, TypeError):
         pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
         return {k.strip(): v.strip() for k, v in pairs}
 
@@ -116,8 +117,9 @@ def device_model(host: Host, device: str) -> BackendFacts:
     name = device.rsplit("/", 1)[-1]
     if name.startswith("nvme"):
         try:
-            listed = json.loads(_out(host, ["nvme", "list", "-o", "json"]) or "{}").get("Devices", [])
-        except (ValueError, AttributeError):
+            listed = parse_json(_out(host, ["nvme", "list", "-o", "json"]) or "{}", "nvme list")
+            listed = listed.get("Devices", [])
+        except (SanlabError, AttributeError):
             listed = []
         for entry in listed if isinstance(listed, list) else []:
             if isinstance(entry, dict) and str(entry.get("DevicePath", "")).endswith(f"/{name}"):

@@ -35,9 +35,9 @@ from sanlab.emulator.lab import LabCables, lab_dir, labs_root, live_agent_path, 
 from sanlab.emulator.processes import Recorded, is_ours, me, recorded, signal_ours
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.loader import load_scenario
+from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.writing import open_stream, write_file
@@ -121,8 +121,8 @@ def status_path(lab: str, name: str, phase: str) -> Path:
 def read_status(lab: str, name: str, phase: str) -> dict[str, Any] | None:
     """A keeper's status file, or None if there is none or it is not one (a FIFO, damaged)."""
     try:
-        status = json.loads(read_bounded(status_path(lab, name, phase), STATUS_BYTES, "keeper status"))
-    except (SanlabError, ValueError):
+        status = load_json(status_path(lab, name, phase), "keeper status", STATUS_BYTES)
+    except SanlabError:
         return None
     return status if isinstance(status, dict) else None
 

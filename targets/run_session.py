@@ -11,7 +11,6 @@ are kept and only the rest run again.  The command line calls ``fresh`` or
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.outdir import OutputFolder, claim_fresh, copy_into
+from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
@@ -77,8 +77,8 @@ def resumed(folder: OutputFolder, loaded: Scenario, say: Say) -> RunJournal:
 def _results_of(folder: Path) -> dict[str, Any]:
     """A run's results.json, checked enough to resume from: a one-line error otherwise."""
     where = f"--resume {folder}: its {RESULTS}"
+    document = parse_json(read_bounded(folder / RESULTS, MAX_RESULTS_BYTES, "--resume"), where)
     try:
-        document = json.loads(read_bounded(folder / RESULTS, MAX_RESULTS_BYTES, "--resume"))
         if not isinstance(document.get("run"), dict) or not isinstance(document.get("results"), list):
             raise ValueError
         for record in document["results"]:
