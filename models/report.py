@@ -301,6 +301,19 @@ def workload_words(record: ResultRecord) -> str:
     return f"{size} {KIND_WORDS.get(record.rw, record.rw)}, {jobs}, QD {record.iodepth}"
 
 
+def panel_words(record: ResultRecord) -> str:
+    """A chart panel's workload: size, kind, and QD 1 or 'at depth'.  Tables tune jobs and depth
+    per set-up (StarWind's 4 KiB reads: 32 jobs at QD 32 on iSCSI, 18 at 32 on NVMe/TCP), so
+    keyed on the whole workload most panels held one bar; a bar says its own jobs and depth."""
+    size = format_size(record.bs).replace("k", " KiB").replace("m", " MiB")
+    single = record.iodepth == 1 and record.numjobs == 1
+    return f"{size} {KIND_WORDS.get(record.rw, record.rw)}, {'QD 1' if single else 'at depth'}"
+
+
+def _jobs(n: int) -> str:
+    return f"{n} job{'s' if n != 1 else ''}"
+
+
 def chart_png(cells: Sequence[Cell], title: str) -> bytes:
     """One small chart per workload: projected IOPS per set-up as bars from zero, the range the
     fitted parameters leave open as whiskers, published values as black dots."""
@@ -309,17 +322,17 @@ def chart_png(cells: Sequence[Cell], title: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    workloads = list(dict.fromkeys(workload_words(c.record) for c in cells))
+    workloads = list(dict.fromkeys(panel_words(c.record) for c in cells))
     setups = list(dict.fromkeys(c.label for c in cells))
     columns = min(3, len(workloads))
     rows = -(-len(workloads) // columns)
-    tallest = max(len({c.label for c in cells if workload_words(c.record) == w}) for w in workloads)
+    tallest = max(len([c for c in cells if panel_words(c.record) == w]) for w in workloads)
     fig, axes = plt.subplots(
         rows, columns, figsize=(4.2 * columns, rows * (0.45 * tallest + 1.3) + 0.8), squeeze=False
     )
     colours = plt.get_cmap("tab10")
     for ax, workload in zip(axes.flat, workloads, strict=False):
-        _facet(ax, [c for c in cells if workload_words(c.record) == workload], setups, colours, tallest)
+        _facet(ax, [c for c in cells if panel_words(c.record) == workload], setups, colours, tallest)
         ax.set_title(workload, fontsize=9)
     for ax in list(axes.flat)[len(workloads) :]:
         ax.set_visible(False)
@@ -336,8 +349,13 @@ def _facet(ax: Any, cells: Sequence[Cell], setups: Sequence[str], colours: Any, 
     """Horizontal bars, one per set-up that ran this workload, on a linear axis from zero
     (lengths compare honestly); a set-up keeps its colour in every facet."""
     shown = [name for name in setups if any(c.label == name for c in cells)]
-    for c in cells:
-        y = shown.index(c.label)
+    mixed = len({(c.record.numjobs, c.record.iodepth) for c in cells}) > 1 or len(shown) < len(cells)
+    names = [
+        f"{c.label}\n{_jobs(c.record.numjobs)}, QD {c.record.iodepth}" if mixed else c.label for c in cells
+    ]
+    order = sorted(range(len(cells)), key=lambda i: (setups.index(cells[i].label), names[i]))
+    for y, i in enumerate(order):
+        c = cells[i]
         iops = c.record.iops or 0
         ax.barh(y, iops, color=colours(setups.index(c.label) % 10), height=0.7)
         if c.record.iops_range95:
@@ -353,8 +371,8 @@ def _facet(ax: Any, cells: Sequence[Cell], setups: Sequence[str], colours: Any, 
             )
         if c.measured:
             ax.plot(c.measured.iops, y, "o", color="black", markersize=4, zorder=3)
-    ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels(shown, fontsize=8)
+    ax.set_yticks(range(len(order)))
+    ax.set_yticklabels([names[i] for i in order], fontsize=8)
     ax.set_ylim(rows - 0.5, -0.5)  # every facet's bars as thick as the fullest one's
     ax.set_xlim(left=0)
     ax.xaxis.set_major_formatter(_thousands())
