@@ -252,6 +252,15 @@ def test_analyze_pictures_never_write_through_a_link_or_over_a_users_file(tmp_pa
         assert (folder / name).read_bytes() == b"my holiday picture"
 
 
+@pytest.mark.tshark
+def test_analyze_pictures_replace_only_their_own_files(tmp_path):
+    ladder = tmp_path / "pictures" / "l.svg"
+    for _ in range(2):  # the second run replaces what the first drew, by the manifest
+        assert _run(["analyze", str(PCAP), "--ladder", str(ladder)]).exit_code == 0
+    assert ladder.read_bytes().startswith(b"<?xml") and ladder.with_suffix(".png").stat().st_size > 0
+    assert OutputFolder.open(ladder.parent, "--ladder").foreign() == []
+
+
 def test_the_image_build_lock_is_never_followed(tmp_path, outside, monkeypatch):
     monkeypatch.setenv("SANLAB_CACHE", str(tmp_path / "cache"))
     _plant(images.images_dir(), images.BUILD_LOCK, outside / "thesis.tex")
@@ -280,6 +289,7 @@ def _image(folder: Path, key: str, extra: str | None = None) -> Path:
     return path
 
 
+@pytest.mark.subprocess  # it asks QEMU for its version (what snapshots are keyed on)
 @pytest.mark.parametrize("everything", [False, True])
 def test_images_clean_removes_only_what_an_image_manifest_names(tmp_path, outside, monkeypatch, everything):
     monkeypatch.setenv("SANLAB_CACHE", str(tmp_path / "cache"))
