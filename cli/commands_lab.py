@@ -184,7 +184,17 @@ def lab_exec(name: str, host: str, command: tuple[str, ...], timeout: float) -> 
         agent.close()
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
-    sys.exit(result.rc)
+    sys.exit(exit_status(result.rc))
+
+
+def exit_status(rc: int) -> int:
+    """The guest command's exit as this command's: 0-255 as it is, minus a signal as a shell
+    says it (128 + the signal), anything else 255 - never 0, which the OS would make of 256."""
+    if type(rc) is int and 0 <= rc <= 255:
+        return rc
+    if type(rc) is int and -64 <= rc < 0:
+        return 128 - rc
+    return 255
 
 
 def _agent(name: str, host: str) -> AgentClient:

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from sanlab.commands_lab import lab
-from sanlab.emulator.lab import lab_names
+from sanlab.emulator.lab import check_lab_name, lab_names, read_state
 from sanlab.lab_checks import LabProbes, checked_exercise
 from sanlab.scenarios.checking import Checker, next_step
 from sanlab.scenarios.errors import SanlabError
@@ -33,13 +33,20 @@ def _names(name: str, targets: tuple[str, ...]) -> list[str]:
     return list(targets) or lab_targets.target_names(name)
 
 
+def _up(name: str) -> str:
+    """``name`` if it names a lab that is up; else one line (exit 1) before anything is done:
+    undoing on a lab that is not there is an error, not a quiet success."""
+    read_state(check_lab_name(name))  # "no lab named 'x' is up (labs up: ...)"
+    return name
+
+
 @lab.command("export")
 @click.argument("name")
 @click.argument("targets", nargs=-1)
 def lab_export(name: str, targets: tuple[str, ...]) -> None:
     """Configure the scenario's TARGETS (default: all) on lab NAME; they stay exported."""
     try:
-        for target in _names(name, targets):
+        for target in _names(_up(name), targets):
             status = lab_targets.start(name, target, "export", _say)
             made = ", ".join(f"{k} {v}" for k, v in dict(status.get("made") or {}).items())
             click.echo(f"{target}: exported ({made})")
@@ -53,7 +60,7 @@ def lab_export(name: str, targets: tuple[str, ...]) -> None:
 def lab_unexport(name: str, targets: tuple[str, ...]) -> None:
     """Remove what 'lab export' made (disconnecting first), and nothing else."""
     try:
-        for target in _names(name, targets):
+        for target in _names(_up(name), targets):
             if lab_targets.stop(name, target, "connect"):
                 click.echo(f"{target}: disconnected")
             done = lab_targets.stop(name, target, "export")
@@ -68,7 +75,7 @@ def lab_unexport(name: str, targets: tuple[str, ...]) -> None:
 def lab_connect(name: str, target: str) -> None:
     """Log the initiator in to an exported TARGET; print its block devices."""
     try:
-        status = lab_targets.start(name, target, "connect", _say)
+        status = lab_targets.start(_up(name), target, "connect", _say)
     except SanlabError as exc:
         fail(exc)
     click.echo(" ".join(status.get("devices") or []))
@@ -80,7 +87,7 @@ def lab_connect(name: str, target: str) -> None:
 def lab_disconnect(name: str, target: str) -> None:
     """Log the initiator out of TARGET (it stays exported)."""
     try:
-        done = lab_targets.stop(name, target, "connect")
+        done = lab_targets.stop(_up(name), target, "connect")
     except SanlabError as exc:
         fail(exc)
     click.echo(f"{target}: {'disconnected' if done else 'was not connected'}")
@@ -111,7 +118,7 @@ def lab_fio(name: str, target: str, rw: str, bs: str, iodepth: int, numjobs: int
     """
     try:
         workload = _workload(rw=rw, bs=bs, iodepth=iodepth, numjobs=numjobs, verify_size=verify_size)
-        record = lab_targets.fio(name, target, workload)
+        record = lab_targets.fio(_up(name), target, workload)
     except SanlabError as exc:
         fail(exc)
     click.echo(json.dumps(record.model_dump(mode="json"), indent=2))
@@ -140,6 +147,7 @@ def lab_fault(name: str, link: str, seconds: float) -> None:
       sanlab lab fault pair-rxe fabric --down 2s
     """
     try:
+        _up(name)
         _say(f"{time.strftime('%H:%M:%S')} link {link} down for {seconds:g}s")
         window = lab_targets.pull(name, link, seconds)
         _say(f"{time.strftime('%H:%M:%S')} link {link} up (out for {window.up - window.down:.2f} s)")

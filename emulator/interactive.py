@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from sanlab.emulator.images import guest_of, ready_image
-from sanlab.emulator.lab import Lab, live_agent_path, new_run_dir, read_state
+from sanlab.emulator.lab import Lab, check_lab_name, labs_root, live_agent_path, new_run_dir, plan, read_state
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Scenario
@@ -35,6 +35,9 @@ def bring_up(
             f"{source}: its hosts are real machines (ssh:); a lab boots VMs only: "
             f"use 'sanlab run {source}' (or --dry-run to see what it would do)"
         )
+    # Planned first, on paper: a socket path too long for QEMU (a long XDG_RUNTIME_DIR) is one
+    # line now, not after minutes of image build.
+    plan(scenario, name, labs_root() / check_lab_name(name), None)
     image = ready_image(say, guest_of(scenario.guest))
     run_dir = new_run_dir(name)
     copy_file(source, run_dir / SCENARIO_COPY, what="lab scenario copy")

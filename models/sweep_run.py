@@ -248,7 +248,7 @@ _ADDRESS = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-
 
 def check_scheduler(address: str) -> str:
     """``address`` if it names a Dask scheduler's endpoint (tcp:// or tls://HOST:PORT)."""
-    match = _ADDRESS.match(address)
+    match = _ADDRESS.fullmatch(address)  # not .match: its $ lets a trailing newline through
     if not match or not 0 < int(match.group(3)) < 65536:
         raise SanlabError(
             f"--scheduler {address[:80]!r}: not a scheduler address (write tcp://HOST:PORT or tls://HOST:PORT)"

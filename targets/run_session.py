@@ -11,14 +11,16 @@ are kept and only the rest run again.  The command line calls ``fresh`` or
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sanlab.emulator.images import guest_of, ready_image
-from sanlab.emulator.lab import Lab, lab_name, plan, running_lab
+from sanlab.emulator.lab import Lab, lab_name, labs_root, plan, running_lab
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
@@ -40,6 +42,7 @@ def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> Ru
     """A new run's folder, holding a copy of its scenario (for --resume) and its journal."""
     out = out or Path("runs") / f"{lab_name(scenario.stem)}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder = claim_fresh(out, "--out", force)
+    _hold(folder, _locked(out, "--out"))
     folder.write_text(SCENARIO_COPY, read_bounded(scenario, MAX_SCENARIO_BYTES, "scenario").decode())
     planned = runner.planned_points(loaded)
     return RunJournal(folder, loaded.name or scenario.stem, planned, _settler(folder, loaded))
@@ -47,7 +50,14 @@ def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> Ru
 
 def check_resumable(resume: Path) -> OutputFolder:
     """An interrupted run's folder, if it is one sanlab wrote and holds nothing else."""
-    folder = OutputFolder.open(resume, "--resume")
+    lock = _locked(resume, "--resume")  # before the folder is read or repaired; held to the end
+    try:
+        folder = OutputFolder.open(resume, "--resume")
+    except BaseException:
+        if lock is not None:
+            os.close(lock)
+        raise
+    _hold(folder, lock)
     for name in (SCENARIO_COPY, RESULTS):
         if not folder.listed(name):
             raise SanlabError(f"--resume {resume}: holds no {name} of a sanlab run; nothing to resume")
@@ -55,6 +65,32 @@ def check_resumable(resume: Path) -> OutputFolder:
     if foreign:
         raise SanlabError(f"--resume {resume}: holds files sanlab did not write ({', '.join(foreign[:4])})")
     return folder
+
+
+def _locked(root: Path, option: str) -> int | None:
+    """The run folder's lock (``flock`` on the folder itself: no file is added to it), or a
+    one-line error when another sanlab holds it: two resumes of one run would boot two labs
+    and write one journal.  None when ``root`` is no folder: the caller says what it is."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise SanlabError(
+            f"{option} {root}: another sanlab holds this run folder's lock (a run or a resume of it "
+            "is under way); wait for it to end, or stop it"
+        ) from None
+    return fd
+
+
+def _hold(folder: OutputFolder, lock: int | None) -> None:
+    """Keep the lock while the run's folder is in use: released when the folder object goes
+    (or the process ends, which the kernel sees to, kill -9 included)."""
+    if lock is not None:
+        weakref.finalize(folder, os.close, lock)
 
 
 def resumed(folder: OutputFolder, loaded: Scenario, say: Say) -> RunJournal:
@@ -128,8 +164,9 @@ def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen:
 def _on_vms(
     loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
 ) -> None:
-    ready_image(say, guest_of(loaded.guest))
     name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
+    plan(loaded, name, labs_root() / name, None)  # socket paths short enough, before any image build
+    ready_image(say, guest_of(loaded.guest))
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None
     with running_lab(loaded, name, say, capture, keep_logs=False, snaplen=snaplen) as lab:
