@@ -199,14 +199,15 @@ SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
 FilePath = Annotated[str, Field(pattern=_FILE_PATH)]
-# One ssh -o option: only those ssh_options.py allows, each value in its grammar.  The JSON
-# schema gives editors the shape; check_option is the rule.
+# One ssh -o option: only those ssh_options.py allows, each value in its grammar (anything
+# not text too, in the same words).  The JSON schema gives editors the shape; check_option
+# is the rule.
 SshOption = Annotated[
-    str, AfterValidator(check_option), WithJsonSchema({"type": "string", "pattern": OPTION_SHAPE})
+    str, BeforeValidator(check_option), WithJsonSchema({"type": "string", "pattern": OPTION_SHAPE})
 ]
 # A private key for ssh -i: a path in ssh_options.py's grammar, of a regular, readable file.
 SshKeyFile = Annotated[
-    str, AfterValidator(check_key_file), WithJsonSchema({"type": "string", "pattern": KEY_FILE_SHAPE})
+    str, BeforeValidator(check_key_file), WithJsonSchema({"type": "string", "pattern": KEY_FILE_SHAPE})
 ]
 
 

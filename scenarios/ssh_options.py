@@ -90,7 +90,7 @@ def _pattern(pattern: str, hint: str) -> tuple[str, Check]:
     return hint, check
 
 
-def check_key_file(path: str) -> str:
+def check_key_file(path: object) -> str:
     """A private key ssh can read: the path's grammar, then a regular, readable file (not a
     folder, a FIFO that would block ssh, or /dev/zero), named before any ssh runs."""
     if not isinstance(path, str) or not re.fullmatch(PATH, path):
@@ -271,7 +271,7 @@ def _option_of(words: list[str], i: int) -> tuple[str, int]:
     elif i + 1 < len(words):
         value, after = words[i + 1], i + 2
     else:
-        raise ValueError(f"{_shown(word)} ends the line: it needs a value")
+        raise ValueError(f"{_shown(word)} ends the line: it needs a value (allowed: {FLAGS_HINT})")
     return (value if flag == "-o" else f"{_FLAG_OPTIONS[flag]}={value}"), after
 
 
@@ -281,7 +281,9 @@ def options_from_args(args: str) -> list[str]:
     try:
         words = shlex.split(args)
     except ValueError as exc:  # an unbalanced quote
-        raise ValueError(f"{_shown(args)} cannot be split into words ({exc})") from None
+        raise ValueError(
+            f"{_shown(args)} cannot be split into words ({exc}; allowed: {FLAGS_HINT})"
+        ) from None
     options, i = [], 0
     while i < len(words):
         option, i = _option_of(words, i)

@@ -49,7 +49,11 @@ def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> Ru
 
 
 def check_resumable(resume: Path) -> OutputFolder:
-    """An interrupted run's folder, if it is one sanlab wrote and holds nothing else."""
+    """An interrupted run's folder, if it is one sanlab wrote and holds nothing else.  A path
+    that is no folder is refused as it is: a mistyped name is never made into one."""
+    if not resume.is_dir():
+        what = "is not a directory" if resume.exists() or resume.is_symlink() else "does not exist"
+        raise SanlabError(f"--resume {resume}: {what}: nothing to resume (give an interrupted run's folder)")
     lock = _locked(resume, "--resume")  # before the folder is read or repaired; held to the end
     try:
         folder = OutputFolder.open(resume, "--resume")
