@@ -11,6 +11,7 @@ VM test logs in with them for real.)
 
 from __future__ import annotations
 
+import re
 import shlex
 import typing
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import BaseModel
 
+from sanlab.scenarios import ssh_options
 from sanlab.scenarios.endpoints import Endpoint
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
@@ -67,8 +69,8 @@ STAYS_HOME = {
     (Projection, "profile"),  # a file name or profile name, read locally
     (Projection, "label"),
     (Projection, "core"),  # a core design, looked up in models/cores.yaml
-    (Host, "identity"),  # a local key file, one element of ssh's argument vector
-    (Host, "ssh_options"),  # each one element of ssh's argument vector, after -o
+    (Host, "identity"),  # a local key file for ssh -i, in ssh_options.py's path grammar
+    (Host, "ssh_options"),  # ssh -o options: only ssh_options.py's allowlist (test_hostile_ssh.py)
 }
 
 
@@ -151,6 +153,28 @@ def test_a_switch_or_path_with_shell_characters_is_refused(payload):
     target = dict(BASE["targets"][0], paths=["fabric", payload])
     with pytest.raises(ScenarioError):
         parse_scenario(dict(BASE, targets=[target]), "inject.yaml")
+
+
+@pytest.mark.parametrize("option", sorted(ssh_options.ALLOWED))
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_no_allowed_ssh_option_takes_a_shell_payload(option, payload):
+    """Every option of the allowlist, with every payload as its value (or a hop's user or port),
+    is refused: no value that reaches ssh (and through it, on old OpenSSH, /bin/sh) holds a
+    shell character.  A plain path ('../../etc/passwd') is a key file's value like any other:
+    ssh reads it as a key, and runs nothing."""
+    if option == "identityfile" and re.fullmatch(ssh_options.SAFE_VALUE, payload):
+        return
+    values = [payload] + ([f"{payload}@a", f"a:{payload}", f"a,{payload}"] if option == "proxyjump" else [])
+    for value in values:
+        with pytest.raises(ValueError, match="takes"):
+            ssh_options.check_option(f"{option}={value}")
+
+
+@pytest.mark.parametrize("payload", [p for p in PAYLOADS if not re.fullmatch(ssh_options.SAFE_VALUE, p)])
+def test_an_identity_with_a_shell_payload_is_refused(payload):
+    host = dict(BASE["hosts"][0], ssh="root@10.0.0.1", identity=payload)
+    with pytest.raises(ScenarioError, match=r"hosts\[0\]\.identity: .* is not a key file path"):
+        parse_scenario(dict(BASE, hosts=[host, BASE["hosts"][1]]), "k.yaml")
 
 
 @pytest.mark.parametrize("payload", ["u; reboot", "ab'c d$(id)ef", "a\nb", 'x"y', "p#q", "k=v"])
