@@ -55,7 +55,8 @@ from sanlab.models.profile import (
 )
 from sanlab.models.published import Measured
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.files import read_bounded, write_atomically
+from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import BackendFacts, MachineFacts
 from sanlab.scenarios.registry import FABRICS, TRANSPORTS
@@ -325,8 +326,9 @@ def write_profile(done: Calibrated, dirs: list[Path], accept_poor_fit: bool = Fa
     if missed:
         document["calibration"]["poor_fit"] = {c.row.label: round(100 * c.iops_error, 1) for c in missed}
         document["description"] += f"; a POOR FIT, accepted: {len(missed)} cells missed by over 10%"
-    path = user_profile_dir() / f"{done.name}.yaml"
-    write_atomically(path, yaml.safe_dump(document, sort_keys=False, width=100))
+    # The profile folder's manifest says which profiles sanlab wrote: only those are replaced.
+    folder = OutputFolder.open(user_profile_dir(), "profile folder")
+    path = folder.write_text(f"{done.name}.yaml", yaml.safe_dump(document, sort_keys=False, width=100))
     clear_cache()
     return path
 
