@@ -341,6 +341,34 @@ def test_the_harness_sees_ssh_start_and_a_command_run(tmp_path):
         (tmp_path / "pwned").unlink()
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_dry_run_and_resume_say_exactly_what_validate_says(tmp_path, monkeypatch, no_process, form):
+    """The scenario a dry run or a resume reads is checked as validate checks it: the same
+    lines, word for word, for the scenario file and for a run folder's copy of it."""
+    monkeypatch.chdir(tmp_path)
+    _plant(tmp_path)
+    scenario = _scenario(tmp_path, ssh_options=[_fill(o, tmp_path) for o in FORMS[form]])
+    scenario["hosts"][1]["identity"] = str(tmp_path / "missing-key")  # a second problem
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
+    run = _planted_run(tmp_path, scenario)
+
+    def lines(*argv: str) -> list[str]:
+        with deadline(30):
+            result = CliRunner().invoke(cli, list(argv))
+        assert result.exit_code == 1, result.output
+        return error_lines(result.output)
+
+    said = lines("validate", "s.yaml")
+    assert len(said) == len(FORMS[form]) + 1, said
+    assert lines("run", "s.yaml", "--dry-run") == said
+    copy = str(run / "scenario.yaml")
+    assert lines("run", "--resume", str(run)) == lines("validate", copy)
+    assert [line.removeprefix(copy) for line in lines("validate", copy)] == [
+        line.removeprefix("s.yaml") for line in said
+    ]
+    assert not no_process
+
+
 def test_a_mistyped_resume_path_is_refused_and_not_made(tmp_path, no_process):
     with deadline(30):
         result = CliRunner().invoke(cli, ["run", "--resume", str(tmp_path / "runs" / "typo")])
