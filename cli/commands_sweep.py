@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,14 +83,14 @@ def sweep(
         local = 0 if serial or scheduler else check_workers(workers, oversubscribe)
         loaded = load_spec(spec)
         _check_size(loaded, spec)
-        with connected(scheduler, since=_started()) as client:
+        with connected(scheduler, since=_started()) as client, _ctrl_c_for_this_process(local) as held:
             grid = expand(loaded, _expanding)
             if not grid.points:
                 raise SanlabError(f"{spec}: no valid point in the grid ({describe_skips(grid.skipped)})")
             skips = f"; skipped {describe_skips(grid.skipped)}" if grid.skipped else ""
             where = "serially" if serial else f"on {local} local Dask workers" if local else f"on {scheduler}"
             _say(f"{len(grid.points):,} points{skips}; solving {where}")
-            outcome = run_sweep(grid, out, client, local, _progress())
+            outcome = run_sweep(grid, out, client, local, held(_progress()))
     except SanlabError as exc:
         fail(exc)
     except KeyboardInterrupt:
@@ -112,6 +117,67 @@ def sweep(
     for row in outcome.pareto[:10]:
         click.echo("  " + _describe(row))
     click.echo(f"written to {out}/ ({', '.join(outcome.files)}) - projections of the model, not measurements")
+
+
+@contextmanager
+def _ctrl_c_for_this_process(local_workers: int) -> Iterator[Callable[[Progress], Progress]]:
+    """Ctrl-C for this process alone, so an interrupted sweep prints its own one line.
+
+    A terminal's Ctrl-C reaches every process of its foreground group, Dask's
+    local workers too, which died printing CancelledError and KeyboardInterrupt
+    tracebacks full of Dask's paths.  SIGINT is held blocked while the workers
+    start: a signal mask survives fork and exec, so they (and Dask's threads)
+    never see it, and the cluster's close ends them.  This thread takes it back
+    at the first finished point, or on leaving; a Ctrl-C meanwhile waits, then
+    lands as KeyboardInterrupt like any other.
+    """
+    if not local_workers or threading.current_thread() is not threading.main_thread():
+        yield lambda progress: progress
+        return
+    import dask.config
+
+    preload = [*dask.config.get("distributed.worker.preload", []), __name__]
+    quiet_workers = dask.config.set({"distributed.worker.preload": preload})
+    before = signal.signal(signal.SIGINT, _interrupted)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    held = [True]
+
+    def release() -> None:
+        if held[0]:
+            held[0] = False
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    def wrap(progress: Progress) -> Progress:
+        def update(done: int, total: int) -> None:
+            progress(done, total)
+            if done > 0:
+                release()
+
+        return update
+
+    try:
+        yield wrap
+    finally:
+        release()
+        signal.signal(signal.SIGINT, before)
+        quiet_workers.__exit__(None, None, None)
+
+
+def dask_setup(worker: object) -> None:
+    """Each local worker's preload (Dask calls it at start): a task cancelled because the
+    sweep was interrupted is no news, so that one warning is dropped; every other stays."""
+    logging.getLogger("distributed.worker.state_machine").addFilter(_not_a_cancel)
+
+
+def _not_a_cancel(record: logging.LogRecord) -> bool:
+    return "CancelledError" not in record.getMessage()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    """Ctrl-C: the cluster's close that follows is no news (its nanny warns that a busy worker
+    is killed), so Dask's loggers keep to errors; then the usual KeyboardInterrupt."""
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    raise KeyboardInterrupt
 
 
 def _describe(row: dict[str, Any]) -> str:

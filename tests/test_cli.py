@@ -220,3 +220,72 @@ def test_a_point_names_its_profile_and_calls_an_idle_point_latency_bound():
     assert " latency " not in row and max(len(line) for line in busy) <= 120
     document = json.loads(invoke("model", *ONE_POINT, "--iodepth", "1", "--numjobs", "1", "--json").stdout)
     assert document["results"][0]["bottleneck"] == "latency"  # the table and --json say one thing
+
+
+@pytest.mark.subprocess  # runs Python as pip's build backend would
+def test_bootstraps_warning_filter_hides_setuptools_editable_box_and_nothing_else():
+    """tests/bootstrap's PYTHONWARNINGS drops setuptools' 'Editable installation.' notice (the
+    'Please be careful to not remove this directory' box) in the build backend and in pip,
+    which relays it, and lets every other warning through."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    script = (REPO / "tests" / "bootstrap").read_text()
+    value = re.search(r'PYTHONWARNINGS="([^"]+)"', script)
+    assert value, "tests/bootstrap sets no warning filter for pip"
+    env = {**os.environ, "PYTHONWARNINGS": value.group(1)}
+    box = "Editable installation.\n!!\n\n  Please be careful to not remove this directory\n!!"
+    code = f"import warnings; warnings.warn({box!r}, UserWarning); warnings.warn('a real one', UserWarning)"
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "Please be careful" not in run.stderr and "a real one" in run.stderr
+
+
+def test_the_readmes_path_to_lab_1_installs_a_qemu_that_works_on_debian_12():
+    """Debian 12's own QEMU 7.2 corrupts guests: the README's lab-1 commands must not install
+    it; each line that installs QEMU takes it from bookworm-backports."""
+    from support import REPO
+
+    readme = (REPO / "README.md").read_text()
+    lab1 = readme[readme.index("## From the demo to the first lab") : readme.index("## A short tour")]
+    installs = [line for line in lab1.splitlines() if "apt-get install" in line and "qemu-system-x86" in line]
+    assert installs and all("-t bookworm-backports" in line for line in installs), installs
+    assert "bookworm-backports main" in lab1 and "lab up scenarios/labs/iscsi-wire.yaml" in lab1
+
+
+@pytest.mark.subprocess  # a sweep on two local Dask workers, interrupted as a terminal would
+@pytest.mark.slow
+def test_ctrl_c_of_a_sweep_prints_its_own_line_and_no_dask_internals(tmp_path):
+    """Issue #48: Ctrl-C reaches the whole foreground group, Dask's workers too, which printed
+    CancelledError and KeyboardInterrupt tracebacks; now only the sweep's own line shows."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "sanlab", "sweep", str(SCENARIOS / "sweeps" / "two-million.yaml")]
+    argv += ["--out", str(tmp_path / "out"), "--workers", "2"]
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert child.stderr is not None
+        said = []
+        for line in child.stderr:  # progress lines go to stderr off a terminal
+            said.append(line)
+            if "points" in line and line.strip()[:1].isdigit() and not line.strip().startswith("0/"):
+                break
+        os.killpg(child.pid, signal.SIGINT)  # as Ctrl-C does: every process of the group
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    err = "".join(said) + err
+    assert child.returncode == 130, err
+    assert "interrupted: finished points are kept in" in err
+    for noise in ("CancelledError", "Traceback", "KeyboardInterrupt", "distributed.", "site-packages"):
+        assert noise not in err, err
