@@ -35,6 +35,8 @@ FOLDER_NAMES = {"folder", "self.folder", "self"}
 # os.open flags that only read: anything else (O_WRONLY, O_CREAT, a variable...) counts as a write.
 READ_FLAGS = {"os", "O_RDONLY", "O_DIRECTORY", "O_CLOEXEC", "O_NONBLOCK", "O_NOFOLLOW", "O_NOCTTY", "O_PATH"}
 NAMED_TEMPORARIES = {"mkstemp", "NamedTemporaryFile", "mktemp", "SpooledTemporaryFile"}
+OTHER_WRITERS = {"symlink_to", "hardlink_to", "truncate", "extractall", "savetxt", "to_csv", "to_parquet"}
+OS_WRITERS = {"os.symlink", "os.link", "os.truncate", "os.ftruncate", "os.mkfifo", "os.mknod"}
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,11 @@ def writes_of(call: ast.Call) -> str | None:
         return attr
     if name in ("os.replace", "os.rename", "os.renames", "shutil.move") or name.startswith("shutil.copy"):
         return name
+    if name in OS_WRITERS:
+        return name
     if attr == "rename" or (attr == "replace" and len(call.args) == 1 and not call.keywords):
         return attr  # Path.rename / Path.replace (str.replace takes two arguments)
-    if attr == "savefig" or attr in NAMED_TEMPORARIES:
+    if attr == "savefig" or attr in NAMED_TEMPORARIES or attr in OTHER_WRITERS:
         return attr
     if name in ("json.dump", "yaml.dump", "yaml.safe_dump", "pickle.dump", "np.save", "numpy.save"):
         return name if len(call.args) > 1 or any(k.arg == "stream" for k in call.keywords) else None

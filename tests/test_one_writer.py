@@ -85,6 +85,11 @@ BYPASSES = [
     "os.open(p, flags)",
     "json.dump(doc, handle)",
     "pq.write_table(table, path)",
+    "os.symlink(a, b)",
+    "p.symlink_to(q)",
+    "os.truncate(p, 0)",
+    "tar.extractall(d)",
+    "frame.to_csv(p)",
 ]
 
 
@@ -329,6 +334,44 @@ def test_images_clean_removes_only_what_an_image_manifest_names(tmp_path, outsid
     assert (base / "linked").is_symlink() and (linked_manifest / "manifest.json").is_symlink()
     assert (unmarked_build / "rootfs.tar").exists() and (live_build / images.BUILD_MARK).exists()
     assert "kept" in result.output and "holiday-photos" in result.output
+
+
+HOSTILE_MANIFESTS = {
+    "a list": [],
+    "files a list": {"kind": "sanlab output manifest", "files": []},
+    "deeply nested": {"kind": "sanlab output manifest", "files": {"a": [[[[[[[[[[[[1]]]]]]]]]]]]}},
+    "three stamps": {"kind": "sanlab output manifest", "files": {"a": [[1, 2], [3, 4], [5, 6]]}},
+    "a float stamp": {"kind": "sanlab output manifest", "files": {"a": [1.5, 2]}},
+    "grows a string": {"kind": "sanlab output manifest", "files": {"a": None}, "grows": "a"},
+    "grows unlisted": {"kind": "sanlab output manifest", "files": {}, "grows": ["points.jsonl"]},
+    "outside": {"kind": "sanlab output manifest", "files": {"../thesis.tex": None}},
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_MANIFESTS))
+def test_a_hostile_manifest_is_one_line_and_nothing_is_touched(tmp_path, outside, case):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / MANIFEST).write_text(json.dumps(HOSTILE_MANIFESTS[case]))
+    (folder / "a").write_text("the user's\n")
+    with pytest.raises(SanlabError) as caught:
+        OutputFolder.open(folder, "--out")
+    assert "\n" not in str(caught.value) and (folder / "a").read_text() == "the user's\n"
+
+
+@pytest.mark.parametrize("kind", ["link", "folder"])
+def test_a_listed_temporary_that_is_not_a_regular_file_is_left_alone(tmp_path, outside, kind):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    name = ".results.json.sanlab-0123456789ab.tmp"
+    if kind == "link":
+        (folder / name).symlink_to(outside / "thesis.tex")
+    else:
+        (folder / name).mkdir()
+    manifest = {"kind": "sanlab output manifest", "files": {name: None}}
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+    OutputFolder.open(folder, "--out")
+    assert (folder / name).is_symlink() if kind == "link" else (folder / name).is_dir()
 
 
 # --- the module itself, at each path it touches ---------------------------------------------------
