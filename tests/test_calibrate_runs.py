@@ -294,3 +294,13 @@ def test_the_cli_writes_a_profile_that_model_then_uses(profiles, tmp_path):
         assert refused.returncode == 1 and message in refused.stderr, refused.stderr
     empty = sanlab("calibrate", "--runs", str(tmp_path), "--name", "x")
     assert empty.returncode == 1 and "results.json" in empty.stderr
+
+
+def test_a_host_written_by_hand_wakes_up_as_every_shipped_one(profiles):
+    """Issue #47: a user's host without ``from:`` woke in 0 us, every shipped one in 2 us."""
+    from sanlab.models.profile import WAKEUP_US, profile_names
+
+    mine = load_profile("user-lab")
+    assert mine.initiator.wakeup_us == mine.target.wakeup_us == WAKEUP_US == 2.0
+    shipped = [load_profile(n) for n in profile_names(shipped_only=True)]
+    assert {p.initiator.wakeup_us for p in shipped} | {p.target.wakeup_us for p in shipped} == {WAKEUP_US}
