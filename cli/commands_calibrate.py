@@ -19,6 +19,7 @@ from sanlab.models.calibrate_runs import calibrate_runs, summary, write_profile
 from sanlab.models.coverage import inside_count
 from sanlab.models.profile import given_profile
 from sanlab.models.uncertainty import Z95
+from sanlab.progress import ticking
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import DEFAULT_PROFILE
 from sanlab.validation import fail
@@ -140,7 +141,8 @@ def _calibrate_studies(
     if write:
         calibrate_studies.check_write(names, cross_validate)
     click.echo(f"== fitting the stacks' costs and {', '.join(names or calibrate_studies.study_names())}")
-    done = calibrate_studies.calibrate(names or None, data, cross_validate, seed)
+    with ticking("fitting (a minute or two)"):
+        done = calibrate_studies.calibrate(names or None, data, cross_validate, seed)
     _print_parameters(done)
     for study, cells in done.cells.items():
         click.echo(f"== {study}")

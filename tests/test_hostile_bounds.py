@@ -590,3 +590,38 @@ def test_parse_scenario_is_the_one_the_cap_counts():
         "projections": [{"profile": "zeta-2016", "transport": "iscsi", "fabric": "eth", "link_gbps": 10}],
     }
     assert point_count(parse_scenario(data, "x")) == 1
+
+
+# --- a long call with no count of its own (calibrate's fit) says it is alive ---------------------
+
+
+def test_ticking_says_how_long_within_two_seconds_and_nothing_when_quick(capsys):
+    from sanlab.progress import ticking
+
+    with ticking("fitting", first=0.2, every=0.3):
+        time.sleep(0.65)
+    said = capsys.readouterr().err.splitlines()
+    assert said[0].startswith("  fitting: ") and said[0].endswith(" s so far") and len(said) >= 2
+    with ticking("quick"):
+        pass
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.subprocess  # sanlab calibrate as a process, stopped once it has spoken
+@pytest.mark.slow  # the fit it starts is a minute of SciPy
+def test_calibrate_says_it_is_fitting_within_two_seconds():
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sanlab", "calibrate", "--no-cross-validate"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert process.stdout.readline().startswith("== fitting")
+        started = time.monotonic()
+        line = process.stdout.readline()
+        assert time.monotonic() - started < 2.0 and "fitting" in line and "s so far" in line, line
+    finally:
+        process.kill()
+        process.wait()
