@@ -86,6 +86,7 @@ POOR_FIT = 0.10
 # A run's results.json: a few thousand records at most; 64 MiB is far past any real one.
 MAX_RESULTS_BYTES = 64 << 20
 MAX_RECORDS = 20_000  # read, over all the folders
+MAX_FOLDERS = 100
 MAX_CELLS = 400  # fitted: each round simulates every cell once
 Finite = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
@@ -145,10 +146,14 @@ def unique_folders(dirs: list[Path], say: Say) -> list[Path]:
 
 def read_cells(dirs: list[Path], say: Say = lambda m: None) -> Cells:
     """Every measured record of the runs with figures and no error, as a cell; bounded."""
-    documents = [(folder / "results.json", _records(folder / "results.json")) for folder in dirs]
-    total = sum(len(records) for _, records in documents)
-    if total > MAX_RECORDS:
-        raise SanlabError(f"--runs: {total:,} records in all; at most {MAX_RECORDS:,} are read")
+    if len(dirs) > MAX_FOLDERS:
+        raise SanlabError(f"--runs: {len(dirs):,} run folders; at most {MAX_FOLDERS} are read at once")
+    documents, total = [], 0
+    for folder in dirs:  # stop at the first file past the cap, not after reading them all
+        documents.append((folder / "results.json", _records(folder / "results.json")))
+        total += len(documents[-1][1])
+        if total > MAX_RECORDS:
+            raise SanlabError(f"--runs: {total:,} records or more in all; at most {MAX_RECORDS:,} are read")
     say(f"reading {total:,} records from {len(dirs)} run folder(s)")
     found = Cells([], [])
     for path, records in documents:
@@ -227,7 +232,14 @@ def starting_profile(base: str, name: str, cells: Cells) -> tuple[dict[str, Any]
     lender = load_profile(base)
     parts, warnings = machine_parts(cells.described, lender)
     raw = lender.model_dump(mode="json") | parts | {"name": name}
-    machine = Profile.model_validate(raw)
+    try:
+        machine = Profile.model_validate(raw)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        raise SanlabError(
+            f"the machine the records describe is not one a profile can hold: {where}: {error['msg']}"
+        ) from None
     fit: dict[str, list[float]] = {}
     for row in cells.rows:
         p = row.point
@@ -273,11 +285,19 @@ class Calibrated:
         unstated = [m.group(1) for w in self.warnings for m in [re.search(r"(\S+) missing", w)] if m]
         if unstated:
             return "the records' " + ", ".join(dict.fromkeys(unstated))
-        where = " ".join(c.bottleneck for c in self.missed)
-        if "backend" in where or "device" in where:
-            return "the backend device (kind and model, or a drive that throttles)"
-        if "cpu" in where:
+        missed = self.missed
+        # Reads too slow and writes too fast at one I/O in flight (or the reverse): a fixed
+        # latency that differs by direction, which is a device's, not a network's or a CPU's.
+        seen = {("read" in c.row.point.rw, c.iops_error > 0) for c in missed if c.bottleneck == "latency"}
+        split = len({fast for _, fast in seen}) == 2 and len({read for read, _ in seen}) == 2
+        split = split and len({read == fast for read, fast in seen}) == 1
+        where = [c.bottleneck for c in missed]
+        if split or any(b in ("device", "backend") for b in where):
+            return "the backend device (is the record's backend the device that served the I/O?)"
+        if sum(b.endswith("cpu") for b in where) > len(where) / 2:
             return "the hosts' cores or clock (a CPU limit, power capping, SMT)"
+        if any(b.startswith("link") for b in where):
+            return "the link's speed or MTU"
         return "a fact no record states (sessions, a switch, interrupt coalescing, offloads)"
 
 

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
 from sanlab.models.profile import Nic, Profile, load_profile
@@ -72,12 +74,12 @@ def facts_of(
     profile: Profile, nic: Nic, link_gbps: float, mtu: int, backend: str, cores: int | None, core: str | None
 ) -> tuple[MachineFacts, BackendFacts]:
     """What a projection of ``profile`` says of the machine it projects, as a run would record it."""
-    nic_facts = NicFacts(model=nic.name, speed_gbps=link_gbps, mtu=mtu, pcie=_pcie_text(nic))
+    nic_facts = NicFacts(model=nic.name[:200], speed_gbps=link_gbps, mtu=mtu, pcie=_pcie_text(nic))
 
     def host(side: str) -> HostFacts:
         h = getattr(profile, side)
         return HostFacts(
-            cpu_model=h.cpu,
+            cpu_model=h.cpu.splitlines()[0][:200] if h.cpu else "",
             sockets=_sockets(h.cpu),
             cores=cores or h.cores,
             ghz=h.ghz,
@@ -87,7 +89,7 @@ def facts_of(
 
     device = profile.backends[backend]
     return MachineFacts(initiator=host("initiator"), target=host("target")), BackendFacts(
-        kind=device.kind, model=device.name
+        kind=device.kind, model=device.name.splitlines()[0][:200] if device.name else ""
     )
 
 
@@ -208,4 +210,7 @@ def point_facts(point: Point, mtu: int) -> tuple[MachineFacts | None, BackendFac
     backend = point.backend or profile.default_backend
     if backend not in profile.backends:
         return None, None
-    return facts_of(profile, nic, point.link_gbps, mtu, backend, point.cores, point.core)
+    try:
+        return facts_of(profile, nic, point.link_gbps, mtu, backend, point.cores, point.core)
+    except ValidationError:  # a what-if past what any machine records (a 100,000-core host)
+        return None, None

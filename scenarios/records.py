@@ -12,9 +12,9 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.scenarios.files import write_atomically
 from sanlab.scenarios.outdir import OutputFolder
@@ -22,17 +22,21 @@ from sanlab.scenarios.outdir import OutputFolder
 RESULTS = "results.json"
 
 
+# A fact a host states in words (a model name, a driver): one line of at most 200 characters.
+Text = Annotated[str, Field(max_length=200, pattern=r"^[^\n\r]*$")]
+
+
 class NicFacts(BaseModel):
     """The NIC on the record's link, as the host reported it (``ethtool -i``, /sys, ``lspci``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = ""  # e.g. 'Mellanox MT28800 Family [ConnectX-5 Ex]'; a profile's NIC name when projected
-    driver: str = ""
-    firmware: str = ""
-    speed_gbps: float | None = None
-    mtu: int | None = None
-    pcie: str = ""  # 'x16 8.0 GT/s PCIe' (sysfs current_link_width and _speed)
+    model: Text = ""  # e.g. 'Mellanox MT28800 Family [ConnectX-5 Ex]'; a profile's NIC name when projected
+    driver: Text = ""
+    firmware: Text = ""
+    speed_gbps: Annotated[float, Field(gt=0, le=3200, allow_inf_nan=False)] | None = None
+    mtu: Annotated[int, Field(ge=68, le=65536)] | None = None
+    pcie: Text = ""  # 'x16 8.0 GT/s PCIe' (sysfs current_link_width and _speed)
 
 
 class HostFacts(BaseModel):
@@ -40,13 +44,14 @@ class HostFacts(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    cpu_model: str = ""
-    sockets: int | None = None
-    cores: int | None = None  # physical cores, all sockets
-    threads: int | None = None  # logical CPUs, all sockets
-    ghz: float | None = None  # the clock the cores sustain (lscpu's max MHz, else the current)
-    core: str | None = None  # the core design (models/cores.yaml), where the record's maker knows it
-    kernel: str = ""
+    cpu_model: Text = ""
+    sockets: Annotated[int, Field(ge=1, le=64)] | None = None
+    cores: Annotated[int, Field(ge=1, le=65536)] | None = None  # physical cores, all sockets
+    threads: Annotated[int, Field(ge=1, le=65536)] | None = None  # logical CPUs, all sockets
+    # the clock the cores sustain (lscpu's max MHz, else the current)
+    ghz: Annotated[float, Field(gt=0, le=10, allow_inf_nan=False)] | None = None
+    core: Text | None = None  # the core design (models/cores.yaml), where the record's maker knows it
+    kernel: Text = ""
     nic: NicFacts | None = None
 
 
@@ -56,7 +61,7 @@ class BackendFacts(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["null", "ramdisk", "nvme", "file", "block"]
-    model: str = ""  # 'null_blk', 'RAM disk', or the drive's model ('nvme list', /sys/block/*/device/model)
+    model: Text = ""  # 'null_blk', 'RAM disk', or the drive's model ('nvme list', /sys/block/*/device/model)
 
 
 class MachineFacts(BaseModel):

@@ -37,6 +37,11 @@ def _out(host: Host, argv: list[str], timeout: float = 30.0) -> str:
     return result.stdout.strip() if result.ok else ""
 
 
+def _line(text: str) -> str:
+    """A fact in words as a record holds one: its first line, at most 200 characters."""
+    return (text.splitlines() or [""])[0].strip()[:200]
+
+
 def _int(text: str | None) -> int | None:
     try:
         return int(float(text)) if text else None
@@ -61,12 +66,12 @@ def cpu_facts(fields: Mapping[str, str], kernel: str) -> HostFacts:
     threads = _int(fields.get("CPU(s)"))
     mhz = fields.get("CPU max MHz") or fields.get("CPU MHz")
     return HostFacts(
-        cpu_model=fields.get("Model name", ""),
+        cpu_model=_line(fields.get("Model name", "")),
         sockets=sockets,
         cores=sockets * per_socket if sockets and per_socket else None,
         threads=threads,
         ghz=round(float(mhz) / 1000, 3) if mhz and _int(mhz) else None,
-        kernel=kernel,
+        kernel=_line(kernel),
     )
 
 
@@ -93,12 +98,12 @@ def nic_facts(host: Host, interface: str) -> NicFacts:
     # Without ethtool, the driver is the one sysfs binds the device to.
     bound = info.get("driver") or _out(host, ["readlink", "-f", f"{sysfs}/device/driver"]).rsplit("/", 1)[-1]
     return NicFacts(
-        model=" ".join(fields[1:3]) if len(fields) >= 3 else ids,
-        driver=bound,
-        firmware=info.get("firmware-version", ""),
+        model=_line(" ".join(fields[1:3]) if len(fields) >= 3 else ids),
+        driver=_line(bound),
+        firmware=_line(info.get("firmware-version", "")),
         speed_gbps=speed / 1000 if speed and speed > 0 else None,
         mtu=_int(_out(host, ["cat", f"{sysfs}/mtu"])),
-        pcie=f"x{width} {rate}" if width and rate else "",
+        pcie=_line(f"x{width} {rate}") if width and rate else "",
     )
 
 
@@ -123,9 +128,9 @@ def device_model(host: Host, device: str) -> BackendFacts:
             listed = []
         for entry in listed if isinstance(listed, list) else []:
             if isinstance(entry, dict) and str(entry.get("DevicePath", "")).endswith(f"/{name}"):
-                return BackendFacts(kind="nvme", model=str(entry.get("ModelNumber", "")).strip())
+                return BackendFacts(kind="nvme", model=_line(str(entry.get("ModelNumber", ""))))
     model = _out(host, ["lsblk", "-dno", "MODEL", device]) if device.startswith("/dev/") else ""
-    return BackendFacts(kind="nvme" if name.startswith("nvme") else "block", model=model)
+    return BackendFacts(kind="nvme" if name.startswith("nvme") else "block", model=_line(model))
 
 
 def backend_of(target: Target, devices: Mapping[tuple[str, str], BackendFacts]) -> BackendFacts | None:

@@ -232,6 +232,9 @@ def test_a_record_without_backend_or_host_facts_is_fitted_after_a_warning_naming
         ({"transport": "nvme-tcp", "fabric": "roce"}, "nvme-tcp does not run over fabric 'roce'"),
         ({"iops": True}, "results[0].iops = True"),
         ({"iodepth": 4.5}, "results[0].iodepth"),
+        ({"machine": {"initiator": {"ghz": 1e308}}}, "results[0].machine.initiator.ghz"),
+        ({"machine": {"target": {"cpu_model": "a\nb"}}}, "results[0].machine.target.cpu_model"),
+        ({"backend": {"kind": "tape"}}, "results[0].backend.kind"),
     ],
 )
 def test_records_no_run_could_make_are_refused_in_one_line(tmp_path, change, message):
