@@ -165,6 +165,7 @@ ALLOWED = {
     for a in (
         # A login name; ssh looks nothing up with it here.
         Allowed("User", *_pattern(USER, "a login name: lower-case letters, digits, _ . -")),
+        # A number: where sshd listens.
         Allowed("Port", *_number(1, 65535)),
         # A key ssh reads as data; checked to be a regular file, so no FIFO hangs ssh.
         Allowed("IdentityFile", f"a readable private key file, {PATH_HINT}", check_key_file),
@@ -185,9 +186,11 @@ ALLOWED = {
             f"/dev/null or a regular file whose name holds 'known_hosts', {PATH_HINT}",
             _known_hosts,
         ),
+        # The name a host key is looked up under in known_hosts: a name, never a path.
         Allowed("HostKeyAlias", *_pattern(HOST, "a host name: letters, digits, '.' and '-'")),
         # sanlab never prompts: a password prompt would hang a run.
         Allowed("BatchMode", *_words("yes")),
+        # How bytes travel: a yes/no and a choice of IPv4 or IPv6, nothing named.
         Allowed("Compression", *_YES_NO),
         Allowed("AddressFamily", *_words("any", "inet", "inet6")),
         # Algorithm lists, for old switches and BMCs: names only.
