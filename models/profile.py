@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
 
 from sanlab.models.cores import REFERENCE_CORE, core_factor, load_cores
 from sanlab.models.params import set_param
@@ -104,10 +104,10 @@ class Nic(_Strict):
     name: str
     fabrics: list[FabricName]
     link_gbps: list[Gbps] = Field(min_length=1, max_length=16)
-    toe: bool = Field(False, description="TCP offload engine: no host CPU per frame")
+    toe: StrictBool = Field(False, description="TCP offload engine: no host CPU per frame")
     # TSO/GSO on send and GRO on receive, on by default in Linux on every NIC
     # here: the host's TCP path runs once per super-packet, not per frame.
-    gso_gro: bool = Field(True, description="segmentation and receive offload (TSO/GSO, GRO)")
+    gso_gro: StrictBool = Field(True, description="segmentation and receive offload (TSO/GSO, GRO)")
     mtu: int = Field(1500, ge=576, le=65520)
     one_way_us: float = Field(2.0, ge=0, le=US_MAX, description="NIC + wire + switch latency, one way")
     host_kcycles_per_packet: float = Field(
