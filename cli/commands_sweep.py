@@ -116,6 +116,8 @@ def sweep(
     )
     for row in outcome.pareto[:10]:
         click.echo("  " + _describe(row))
+    if len(outcome.pareto) > 10:
+        click.echo(f"  … and {len(outcome.pareto) - 10} more: all {len(outcome.pareto)} in {out}/pareto.csv")
     click.echo(f"written to {out}/ ({', '.join(outcome.files)}) - projections of the model, not measurements")
 
 

@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
-from sanlab.models.sweep_goals import meeting, pareto_front
+from sanlab.models.sweep_goals import meeting, pareto_chart, pareto_front
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.outdir import OutputFolder, signals_held
 from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import ResultRecord
-from sanlab.scenarios.writing import cannot_write, figure_bytes
+from sanlab.scenarios.writing import cannot_write
 
 Progress = Callable[[int, int], None]
 JOURNAL = "points.jsonl"
@@ -358,7 +358,7 @@ def _write_outputs(grid: Grid, folder: OutputFolder, outcome: Outcome) -> None:
     folder.write_bytes("results.parquet", sink.getvalue().to_pybytes())
     for name, selection in (("results.csv", rows), ("goals.csv", goals), ("pareto.csv", front)):
         folder.write_text(name, _csv_text(selection))
-    folder.write_bytes("pareto.png", _chart(rows, front, grid.spec.pareto))
+    folder.write_bytes("pareto.png", pareto_chart(rows, front, grid.spec.pareto, grid.goals, AXIS_NAMES))
     summary = {
         "points": len(rows),
         "computed": outcome.computed,
@@ -401,68 +401,3 @@ AXIS_NAMES = {
     "queues": "I/O queues",
     "wire_gbps": "on the wire (Gb/s)",
 }
-
-
-def axis_name(metric: str, direction: str) -> str:
-    better = "higher is better" if direction == "max" else "lower is better"
-    return f"{AXIS_NAMES.get(metric, metric.replace('_', ' '))}, {better}"
-
-
-def _chart(rows: list[dict[str, Any]], front: list[dict[str, Any]], objectives: Mapping[str, str]) -> bytes:
-    """The first two Pareto objectives: every point faded by transport, the front in full colour
-    and joined, so that the few points that matter stand out from hundreds."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    axes = [m for m in objectives if any(isinstance(r.get(m), (int, float)) for r in rows)][:2]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    if len(axes) == 2:
-        x, y = axes[1], axes[0]
-        colours = plt.get_cmap("tab10")
-        transports = sorted({r["transport"] for r in rows})
-        for i, transport in enumerate(transports):
-            mine = [
-                r
-                for r in rows
-                if r["transport"] == transport and r.get(x) is not None and r.get(y) is not None
-            ]
-            ax.scatter(
-                [r[x] for r in mine], [r[y] for r in mine], s=10, alpha=0.15, color=colours(i), linewidths=0
-            )
-            best = [r for r in front if r["transport"] == transport]
-            ax.scatter(
-                [r[x] for r in best],
-                [r[y] for r in best],
-                s=46,
-                color=colours(i),
-                edgecolors="black",
-                zorder=3,
-                label=f"{transport} (front: {len(best)})",
-            )
-        line = sorted(front, key=lambda r: (r[x], r[y]))
-        ax.plot([r[x] for r in line], [r[y] for r in line], color="black", linewidth=0.8, alpha=0.6, zorder=2)
-        ax.set_xlabel(axis_name(x, objectives[x]))
-        ax.set_ylabel(axis_name(y, objectives[y]))
-        ax.yaxis.set_major_formatter(_short_numbers())
-        over = ", ".join(objectives)
-        title = f"Pareto front over {over} in colour\n(the first two drawn); every other point faded"
-        ax.legend(fontsize=8, title=title, title_fontsize=8)
-        ax.grid(alpha=0.3)
-    ax.set_title(f"sanlab sweep: {len(rows):,} projected points (model, not measured)", fontsize=10)
-    fig.tight_layout()
-    data = figure_bytes(fig, format="png")
-    plt.close(fig)
-    return data
-
-
-def _short_numbers() -> Any:
-    from matplotlib.ticker import FuncFormatter
-
-    def short(value: float, _: object) -> str:
-        if abs(value) >= 1e6:
-            return f"{value / 1e6:g}M"
-        return f"{value / 1e3:g}k" if abs(value) >= 1e3 else f"{value:g}"
-
-    return FuncFormatter(short)
