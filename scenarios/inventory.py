@@ -91,7 +91,7 @@ def reach(variables: dict[str, Any], name: str, source: Path) -> dict[str, Any]:
     for variable in SSH_ARGS:
         if variable in variables:
             try:
-                options += options_from_args(str(variables[variable]))
+                options += options_from_args(variables[variable])
             except ValueError as exc:
                 raise _refuse(source, f"{name}.{variable}", str(exc)) from None
     if options:

@@ -60,6 +60,7 @@ from sanlab.scenarios.ssh_options import (
     DESTINATION,
     DESTINATION_HINT,
     KEY_FILE_SHAPE,
+    MAX_OPTIONS,
     OPTION_SHAPE,
     check_key_file,
     check_option,
@@ -276,7 +277,7 @@ class Host(Strict):
     ssh: SshDestination | None = None
     port: int | None = Field(None, ge=1, le=65535)
     identity: SshKeyFile | None = None  # a private key file for ssh -i
-    ssh_options: Annotated[list[SshOption], Field(max_length=16)] = []  # each passed as ssh -o
+    ssh_options: Annotated[list[SshOption], Field(max_length=MAX_OPTIONS)] = []  # each passed as ssh -o
 
 
 class Switch(Strict):

@@ -44,6 +44,8 @@ DESTINATION_HINT = "[USER@]HOST, HOST a name or an IPv4 or IPv6 address (bare or
 PATH = r"(~/|/)?[A-Za-z0-9_.+][A-Za-z0-9_.+/-]{0,249}"
 PATH_HINT = "a file path of letters, digits and . _ + - /, optionally starting ~/ (not '-')"
 MAX_HOPS = 4  # ProxyJump hops: a longer chain is a loop or a typo
+MAX_OPTIONS = 16  # options per host: more is a mistake, and bounds the work of checking them
+MAX_ARGS = 4096  # characters of an inventory's ssh arguments, split before anything is checked
 KEYWORD = r"[A-Za-z][A-Za-z0-9]{0,39}"
 # Every character any allowed value may hold; each option's own grammar narrows it further.
 # No shell metacharacter, no '%', no '$', no white space, no quote.
@@ -109,19 +111,23 @@ def check_key_file(path: object) -> str:
 
 def _known_hosts(value: str) -> str:
     """/dev/null, or a file named *known_hosts*: ssh appends host keys to it, so it must never
-    be a user's other file, and never a FIFO or a device it would block on or write into."""
+    be a user's other file (a link named known_hosts is judged by what it leads to), and never
+    a FIFO or a device it would block on or write into."""
     if value == "/dev/null":
         return value
     if not re.fullmatch(PATH, value) or "known_hosts" not in Path(value).name:
         raise ValueError
-    full = Path(value).expanduser()
-    if full.exists() or full.is_symlink():
-        try:
-            regular = stat.S_ISREG(os.stat(full).st_mode)
-        except OSError:
-            regular = False
-        if not regular:
-            raise ValueError(f"{_shown(value)} is not a regular file")
+    real = Path(os.path.realpath(Path(value).expanduser()))
+    if "known_hosts" not in real.name:
+        raise ValueError(f"{_shown(value)} leads to {_shown(str(real))}")
+    try:
+        regular = stat.S_ISREG(os.stat(real).st_mode)
+    except FileNotFoundError:  # ssh makes it when it first keeps a key
+        return value
+    except OSError as exc:
+        raise ValueError(f"{_shown(value)}: {exc.strerror}") from None
+    if not regular:
+        raise ValueError(f"{_shown(value)} is not a regular file")
     return value
 
 
@@ -278,9 +284,14 @@ def _option_of(words: list[str], i: int) -> tuple[str, int]:
     return (value if flag == "-o" else f"{_FLAG_OPTIONS[flag]}={value}"), after
 
 
-def options_from_args(args: str) -> list[str]:
+def options_from_args(args: object) -> list[str]:
     """The options an ssh argument string gives (shlex words), each checked as ``check_option``
-    checks a scenario's: ``-o K=V``, ``-oK=V`` and the few flags above."""
+    checks a scenario's: ``-o K=V``, ``-oK=V`` and the few flags above.  Nothing (YAML's null
+    or an empty string) gives none."""
+    if args is None:
+        return []
+    if not isinstance(args, str) or len(args) > MAX_ARGS:
+        raise ValueError(f"{_shown(args)} is not ssh arguments of at most {MAX_ARGS} characters")
     try:
         words = shlex.split(args)
     except ValueError as exc:  # an unbalanced quote
@@ -291,6 +302,8 @@ def options_from_args(args: str) -> list[str]:
     while i < len(words):
         option, i = _option_of(words, i)
         options.append(check_option(option))
+    if len(options) > MAX_OPTIONS:
+        raise ValueError(f"{_shown(args)} gives {len(options)} ssh options; at most {MAX_OPTIONS}")
     return options
 
 

@@ -129,6 +129,7 @@ HOSTILE_OPTIONS = [
     "UserKnownHostsFile=~/.bashrc",
     "UserKnownHostsFile={d}/fifo_known_hosts",
     "UserKnownHostsFile={d}/dir_known_hosts",
+    "UserKnownHostsFile={d}/link_known_hosts",  # a link named known_hosts to another file
     # Not one KEY=VALUE.
     "ProxyJump",
     "ProxyJump a",
@@ -186,8 +187,18 @@ HOSTILE_ARGS = [
     ("ProxyJump=a", "'ProxyJump=a'"),
     ("-o", "'-o' ends the line"),
     ("-o 'ProxyJump=x", "cannot be split"),
+    ("-C " * 2000, "at most 4096 characters"),
+    ("-C " * 17, "at most 16"),
+    (["-o", "ProxyJump=a"], "is not ssh arguments"),
+    ({"-o": "User=x"}, "is not ssh arguments"),
 ]
-FILES = {"evil.conf": EVIL_CONF, "fifo": "<fifo>", "fifo_known_hosts": "<fifo>", "dir_known_hosts": "<dir>"}
+FILES = {
+    "evil.conf": EVIL_CONF,
+    "fifo": "<fifo>",
+    "fifo_known_hosts": "<fifo>",
+    "dir_known_hosts": "<dir>",
+    "link_known_hosts": "<link:evil.conf>",
+}
 ALLOWED_EXAMPLES = [
     ("User=admin", "User=admin"),
     ("port=2222", "Port=2222"),

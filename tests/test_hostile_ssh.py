@@ -48,7 +48,7 @@ from sanlab.scenarios.outdir import claim_fresh
 from sanlab.scenarios.records import RunJournal
 from support import REPO, require_tool
 
-ALLOWED_WORDS = re.compile(r"allows|allowed|takes|give a|\[USER@\]HOST")
+ALLOWED_WORDS = re.compile(r"allows|allowed|takes|give a|at most|\[USER@\]HOST")
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,8 @@ def _plant(folder: Path) -> None:
             os.mkfifo(folder / name)
         elif content == "<dir>":
             (folder / name).mkdir()
+        elif content.startswith("<link:"):
+            (folder / name).symlink_to(content[6:-1])
         else:
             (folder / name).write_text(_fill(content, folder))
 

@@ -266,3 +266,23 @@ def test_running_real_machines_nobody_can_reach_is_refused_in_one_line(tmp_path)
         "give each host ssh: USER@HOST, or --inventory FILE"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", [None, "", "   "])
+def test_empty_inventory_ssh_arguments_give_no_options(tmp_path, args):
+    inventory = {"all": {"hosts": {"ini": {"ansible_ssh_common_args": args}, "tgt": {}}}}
+    scenario_file, inventory_file = _files(tmp_path, MACHINES, inventory)
+    assert load_scenario(scenario_file, inventory_file).hosts[0].ssh_options == []
+
+
+def test_a_known_hosts_file_is_judged_by_what_a_link_leads_to(tmp_path):
+    from sanlab.scenarios.ssh_options import check_option
+
+    (tmp_path / "lab_known_hosts").write_text("")
+    (tmp_path / "my_known_hosts").symlink_to(tmp_path / "lab_known_hosts")
+    (tmp_path / "bashrc").write_text("")
+    (tmp_path / "sly_known_hosts").symlink_to(tmp_path / "bashrc")
+    assert check_option(f"UserKnownHostsFile={tmp_path}/my_known_hosts").endswith("my_known_hosts")
+    assert check_option(f"UserKnownHostsFile={tmp_path}/new_known_hosts").endswith("new_known_hosts")
+    with pytest.raises(ValueError, match="leads to"):
+        check_option(f"UserKnownHostsFile={tmp_path}/sly_known_hosts")
