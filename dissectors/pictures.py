@@ -36,7 +36,7 @@ MAX_ARROWS = 40
 LABEL_CHARS = 64
 WRAP_CHARS = 30
 WIDTH_IN, LABEL_PT = 4.4, 10
-EMULATED = "emulated: QEMU VMs, software RDMA; not hardware times"
+EMULATED = "emulated: captured between QEMU VMs; not hardware times"
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,7 @@ def ladder(
     drawn = arrows(io, sizes, max_arrows)
     start = io.frames[0].time
     rows = len(drawn)
-    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 0.62 * rows + 1.7)), dpi=100)
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, max(3.6, 0.7 * rows + 1.7)), dpi=100)
     ax.set_xlim(-0.42, 1.25)
     ax.set_ylim(rows + 0.5, -1.0)
     ax.axis("off")
@@ -219,7 +219,7 @@ def ladder(
         )
         group.arrow_patch.set_gid(arrow.gid)
         label = "\n".join(_wrapped(arrow.label))
-        text = ax.text(0.5, row - 0.1, label, ha="center", va="bottom", fontsize=LABEL_PT, linespacing=1.0)
+        text = ax.text(0.5, row - 0.2, label, ha="center", va="bottom", fontsize=LABEL_PT, linespacing=1.0)
         text.set_gid(f"label-{arrow.gid}")
         ax.text(-0.4, row, f"{at_us:,.0f} µs", ha="left", va="center", fontsize=LABEL_PT - 1, color="0.3")
     head = title or f"{io.op} {size_text(io.nbytes)}, tag {tag_text(io)}: {io.latency_us:,.0f} µs on the wire"
