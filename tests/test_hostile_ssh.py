@@ -335,6 +335,7 @@ def test_the_harness_sees_ssh_start_and_a_command_run(tmp_path):
     done = _sanlab(tmp_path, "run", "s.yaml", "--dry-run")
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "ConnectTimeout=2" in (tmp_path / "ssh.log").read_text()
+    assert "Connection refused" in done.stderr  # ssh took sanlab's argv whole; only the port failed
     for given in (["-o", "ProxyCommand=touch {pwned}"], ["-F", "{d}/evil.conf"]):
         flags = [_fill(word, tmp_path) for word in given]
         argv = [require_tool("ssh"), "-o", "BatchMode=yes", *flags, "--", "root@192.0.2.11", "true"]
