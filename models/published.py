@@ -143,11 +143,16 @@ def _flag(row: dict[str, str], column: str, where: str = "") -> bool:
     return text in _YES
 
 
+def _where(source: str, line: int) -> str:
+    """'FILE: row N: ', or nothing when the caller names the file and line (models/checks.py)."""
+    return f"{source}: row {line}: " if line else ""
+
+
 def _choice(source: str, line: int, row: dict[str, str], column: str, allowed: tuple[str, ...]) -> str:
     value = row[column]
     if value not in allowed:
         raise SanlabError(
-            f"{source}: row {line}: column '{column}' is {value[:40]!r}; use {', '.join(allowed)}"
+            f"{_where(source, line)}column '{column}' is {value[:40]!r}; use {', '.join(allowed)}"
         )
     return value
 
@@ -173,7 +178,7 @@ def measured(row: dict[str, str], profile: str, source: str = "table", line: int
         bs = parse_size(row["bs"])
     except ValueError:
         raise SanlabError(
-            f"{source}: row {line}: column 'bs' is {row['bs'][:40]!r}; give a size like 4k"
+            f"{_where(source, line)}column 'bs' is {row['bs'][:40]!r}; give a size like 4k"
         ) from None
     point = Point(
         transport=LOCAL if local else _choice(source, line, row, "transport", TRANSPORT_NAMES),
@@ -187,9 +192,9 @@ def measured(row: dict[str, str], profile: str, source: str = "table", line: int
         mtu=int(number("mtu", 576, 65520, whole=True)) if mtu else None,
         backend=row.get("backend") or None,
         target_stack=row.get("target_stack") or None,
-        header_digest=_flag(row, "header_digest", f"{source}: row {line}: "),
-        data_digest=_flag(row, "data_digest", f"{source}: row {line}: "),
-        poll=_flag(row, "poll", f"{source}: row {line}: "),
+        header_digest=_flag(row, "header_digest", _where(source, line)),
+        data_digest=_flag(row, "data_digest", _where(source, line)),
+        poll=_flag(row, "poll", _where(source, line)),
     )
     return Measured(
         point=point,

@@ -171,7 +171,6 @@ def csv_number(
     except (TypeError, ValueError):
         value = math.nan
     if not math.isfinite(value) or not low <= value <= high or (whole and value != int(value)):
-        raise SanlabError(
-            f"{source}: row {row}: column '{column}' is {_short(text)}; give {kind} from {low:g} to {high:g}"
-        )
+        where = f"{source}: row {row}: " if row else ""  # row 0: the caller names file and line
+        raise SanlabError(f"{where}column '{column}' is {_short(text)}; give {kind} from {low:g} to {high:g}")
     return value
