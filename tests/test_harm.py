@@ -243,3 +243,27 @@ def test_logout_removes_only_the_iface_record_sanlab_made_for_that_target():
     deleted = [line for line in sent.splitlines() if "-m iface" in line and "-o delete" in line]
     assert deleted and all(iface_name(session.iqn) in line for line in deleted)
     assert iface_name(session.iqn) != iface_name("iqn.2026-11.org.sanlab:tgt")
+
+
+# --- images clean on a cache folder that holds a user's own images/ (issue #45) ---------------
+
+
+@pytest.mark.parametrize("everything", [False, True], ids=["stale", "all"])
+@pytest.mark.parametrize("variable", ["SANLAB_CACHE", "XDG_CACHE_HOME"])
+def test_images_clean_keeps_a_users_folders_under_images(tmp_path, monkeypatch, variable, everything):
+    from sanlab.emulator import images
+
+    monkeypatch.delenv("SANLAB_CACHE", raising=False)
+    monkeypatch.setenv(variable, str(tmp_path / "cache"))
+    base = images.images_dir()
+    for user in ("holiday-photos", "thesis"):
+        (base / user).mkdir(parents=True)
+        (base / user / "chapter-1.tex").write_text("years of work\n")
+    (base / "IMG_0001.jpg").write_bytes(b"jpeg")
+    notes: list[str] = []
+    removed = images.clean_images(everything, note=notes.append)
+    assert removed == []
+    for user in ("holiday-photos", "thesis"):
+        assert (base / user / "chapter-1.tex").read_text() == "years of work\n"
+    assert (base / "IMG_0001.jpg").read_bytes() == b"jpeg"
+    assert len(notes) == 2 and all("not sanlab's" in n for n in notes)
