@@ -137,6 +137,8 @@ def _ctrl_c_for_this_process(local_workers: int) -> Iterator[Callable[[Progress]
         yield lambda progress: progress
         return
     import dask.config
+    import distributed  # noqa: F401 - its defaults in dask's config first: else set() records
+    # 'distributed' as a key it inserted, and its exit deletes all of Dask's distributed settings
 
     preload = [*dask.config.get("distributed.worker.preload", []), __name__]
     quiet_workers = dask.config.set({"distributed.worker.preload": preload})
