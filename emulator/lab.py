@@ -84,6 +84,7 @@ LAB_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,30}$")
 LAB_FILES = (
     "state.json",
     "state.tmp",
+    ".state.json.sanlab-*.tmp",  # the state's temporary (scenarios/writing.py), left only by a kill
     "*.sock",
     "*.console.log",
     "*.qemu.log",
