@@ -52,6 +52,11 @@ class Completed:
         return self
 
 
+# The longest reply line read: a file fetched whole (base64), with room; a guest that sends more
+# without a newline is broken or hostile, and is not let fill this process's memory.
+MAX_REPLY_BYTES = 512 << 20
+
+
 class _Reply(BaseModel):
     """What every agent answer holds; typed, so that a guest that answers ``rc: "abc"`` or
     ``rc: 256`` is one line, never a traceback or an exit 0 (vm-images/agent.py writes them)."""
@@ -172,6 +177,11 @@ class AgentClient:
                 self.close()
                 raise AgentError(f"{self.host}: the agent connection closed (did the VM stop?)")
             self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES and b"\n" not in self._buffer:
+                self.close()
+                raise AgentError(
+                    f"{self.host}: the agent sent over {MAX_REPLY_BYTES:,} bytes without an answer"
+                )
 
     def wait_ready(self, timeout: float) -> float:
         """Ping until the guest answers; returns the guest's uptime in seconds.

@@ -13,6 +13,7 @@ unix socket that answers as a broken or hostile guest would.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import socket
@@ -507,8 +508,9 @@ def _agent(path: Path, reply: Any) -> threading.Thread:
                 buffer += chunk
             ident = json.loads(buffer.split(b"\n", 1)[0])["id"]
             text = reply(ident) if callable(reply) else json.dumps(reply | {"id": ident})
-            conn.sendall(text.encode() + b"\n")
-            time.sleep(0.5)
+            with contextlib.suppress(OSError):  # a client that cut us off closed its end
+                conn.sendall(text.encode() + b"\n")
+                time.sleep(0.5)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
@@ -675,3 +677,38 @@ def test_the_scan_finds_a_bypass(tmp_path):
 def test_the_allowlist_holds_no_stale_entry():
     found = {(f, fn, kind) for f, fn, kind, _ in _reads()}
     assert set(ALLOWED) <= found, set(ALLOWED) - found
+
+
+def test_an_agent_that_never_ends_its_line_is_cut_off(tmp_path, monkeypatch):
+    from sanlab.emulator import agent
+
+    monkeypatch.setattr(agent, "MAX_REPLY_BYTES", 1 << 16)  # the real bound is 512 MiB
+    path = tmp_path / "a.sock"
+    _agent(path, lambda ident: "x" * (1 << 18))
+    client = AgentClient(path, "h")
+    with deadline(30), pytest.raises(AgentError, match="without an answer"):
+        client.run("true", timeout=5)
+    client.close()
+
+
+def test_the_docs_hook_names_a_broken_lab_scenario_in_one_line(tmp_path):
+    """docs/hooks.py runs generate.py's main: a scenario it cannot load is mkdocs's one-line
+    PluginError, not a traceback (a copy of the hook beside a generate.py that loads a broken lab)."""
+    from mkdocs.exceptions import PluginError
+
+    (tmp_path / "lab.yaml").write_text("hosts: [\n")
+    (tmp_path / "hooks.py").write_text((REPO / "docs" / "hooks.py").read_text())
+    (tmp_path / "generate.py").write_text(
+        "from sanlab.scenarios.loader import load_scenario\n"
+        f"def main():\n    load_scenario({str(tmp_path / 'lab.yaml')!r})\n"
+    )
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hooks_copy", tmp_path / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    with pytest.raises(PluginError) as caught:
+        hooks.on_pre_build(config={})
+    assert "lab.yaml" in str(caught.value) and "not valid YAML" in str(caught.value)
+    assert "\n" not in str(caught.value)
