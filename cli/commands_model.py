@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -20,6 +21,7 @@ from sanlab.models.project import check_size, project
 from sanlab.models.published import Measured, calibration_dir, load_table
 from sanlab.models.report import chart_png, csv_text, match, text_table
 from sanlab.models.simulate import Settings
+from sanlab.progress import ticking
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.outdir import OutputFolder
@@ -165,10 +167,12 @@ def model(
                     }
                 )
         _check_projectable(chosen)
-        check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
+        count = check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
         folder = _claim_report(report) if report else None
         progress = _progress_bar() if not as_json else _progress_lines  # stderr: stdout stays JSON
-        results = project(chosen, Settings(seed=seed), progress)
+        # Too few points to count aloud, yet one deep point simulates for seconds: say it is alive.
+        with ticking("projecting") if count < PROGRESS_LINES_FROM else contextlib.nullcontext():
+            results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
         fail(exc)
     records = [r for _, r in results]
