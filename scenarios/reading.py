@@ -106,7 +106,10 @@ def load_json(path: Path, what: str, limit: int = MAX_JSON_BYTES, depth: int = M
 def _field(loc: Iterable[int | str]) -> str:
     text = ""
     for part in loc:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+        if part == "[key]":  # pydantic's mark for a mapping's key: the value shown is the key
+            text += " (a key)"
+        else:
+            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
     return text
 
 
