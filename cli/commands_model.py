@@ -170,8 +170,10 @@ def model(
         count = check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
         folder = _claim_report(report) if report else None
         progress = _progress_bar() if not as_json else _progress_lines  # stderr: stdout stays JSON
-        # Too few points to count aloud, yet one deep point simulates for seconds: say it is alive.
-        with ticking("projecting") if count < PROGRESS_LINES_FROM else contextlib.nullcontext():
+        # Too few points to count aloud, yet one deep point simulates for seconds: say it is alive
+        # (not under --json: scripts read it, and some read stderr with stdout).
+        alive = count < PROGRESS_LINES_FROM and not as_json
+        with ticking("projecting") if alive else contextlib.nullcontext():
             results = project(chosen, Settings(seed=seed), progress)
     except SanlabError as exc:
         fail(exc)

@@ -631,9 +631,7 @@ def test_calibrate_says_it_is_fitting_within_two_seconds():
 def test_one_deep_point_says_it_is_alive_within_two_seconds():
     argv = [sys.executable, "-m", "sanlab", "model", "--transport", "nvme-tcp", "--fabric", "eth"]
     argv += ["--link-gbps", "100", "--rw", "randread", "--bs", "4k", "--iodepth", "64", "--numjobs", "64"]
-    process = subprocess.Popen(
-        [*argv, "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
-    )
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     try:
         line = process.stderr.readline()
         assert line.startswith("  projecting: ") and line.endswith(" s so far\n"), line  # at 1.5 s
@@ -641,4 +639,4 @@ def test_one_deep_point_says_it_is_alive_within_two_seconds():
     finally:
         process.kill()
         process.wait()
-    assert process.returncode == 0 and out.lstrip().startswith("{")
+    assert process.returncode == 0 and "projected by the sanlab model" in out
