@@ -12,17 +12,28 @@ never appear here except through ``sanlab calibrate``, which fits the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from sanlab.models.cores import REFERENCE_CORE, core_factor, load_cores
 from sanlab.models.params import set_param
 from sanlab.models.pcie import MPS_DEFAULT, pcie_gbps
+from sanlab.models.transports import ProtocolParams
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
 from sanlab.scenarios.reading import typed
@@ -254,6 +265,31 @@ class Stacks(_Strict):
         )
 
 
+def _protocol_schema() -> Any:
+    """The fields of models/transports.py's ProtocolParams, typed: a profile's ``protocol:``
+    may set any of them, a size as a whole number of bytes, a switch as a boolean."""
+    fields: dict[str, Any] = {}
+    for item in dataclasses.fields(ProtocolParams):
+        kind: Any = StrictBool if item.type in (bool, "bool") else Annotated[int, Field(ge=0, le=1 << 30)]
+        fields[item.name] = (kind, None)
+    return create_model("Protocol", __config__=ConfigDict(extra="forbid", allow_inf_nan=False), **fields)
+
+
+_PROTOCOL = _protocol_schema()
+
+
+class Calibration(BaseModel):
+    """A profile's ``calibration:``: the published table it is fitted to (a file name in the
+    tables' folder, never a path), the rows it picks, what it fits, whose CPU the table gives."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    data: Annotated[str, Field(pattern=r"^[A-Za-z0-9][\w.-]{0,80}\.csv$")] | None = None
+    select: dict[str, Any] | None = None
+    # the parameters to fit: names, or names with their bounds (a joint fit's own)
+    fit: list[Annotated[str, Field(max_length=200)]] | dict[str, Any] = Field(default_factory=list)
+    cpu: Literal["initiator", "target"] | None = None
+
+
 class Profile(_Strict):
     name: str
     description: str = ""
@@ -261,7 +297,7 @@ class Profile(_Strict):
     target: Host
     nics: list[Nic] = Field(min_length=1)
     backends: dict[str, Backend]
-    default_backend: str = "ramdisk"
+    default_backend: Literal["null", "ramdisk", "nvme"] = "ramdisk"
     target_stacks: dict[str, str] = Field(
         default_factory=dict, description="transport -> default target stack"
     )
@@ -274,7 +310,7 @@ class Profile(_Strict):
     sessions: dict[str, Annotated[int, Field(ge=1, le=1024)]] = Field(
         default_factory=dict, description="connections per transport"
     )
-    protocol: dict[str, Any] = Field(default_factory=dict)
+    protocol: dict[str, Any] = Field(default_factory=dict, description="ProtocolParams fields")
     max_transfer: dict[str, Annotated[int, Field(ge=512, le=1 << 30)]] = Field(
         default_factory=dict, description="transport -> largest request the block layer sends"
     )
@@ -286,6 +322,30 @@ class Profile(_Strict):
     digests: Digests
     tls: Tls
     calibration: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("protocol")
+    @classmethod
+    def _typed_protocol(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            _PROTOCOL.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ValueError(f"{where}: {error.get('input')!r}: {error['msg']}") from None
+        return value
+
+    @field_validator("calibration")
+    @classmethod
+    def _typed_calibration(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Calibration.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise ValueError(
+                f"calibration.{where}: {str(error.get('input'))[:60]!r}: {error['msg']}"
+            ) from None
+        return value
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:
         """The profile's NIC that carries ``fabric`` at ``link_gbps``; never a guess from speed alone.
