@@ -542,3 +542,18 @@ def test_a_full_or_read_only_disk_is_one_line_and_leaves_nothing_half_written(tm
         line = _one_line(proc)
         assert ("Read-only" in line) if read_only else ("No space left" in line), line
         _no_partial_files(out)
+
+
+@pytest.mark.subprocess
+@pytest.mark.tshark
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["table", "json"])
+def test_analyze_to_a_full_disk_is_one_line(extra):
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [*SANLAB, "analyze", str(PCAP), *extra],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert "No space left" in _one_line(proc)
