@@ -27,7 +27,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.interactive import SCENARIO_COPY
@@ -37,7 +39,7 @@ from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.loader import load_scenario
-from sanlab.scenarios.reading import load_json
+from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.writing import open_stream, write_file
@@ -118,13 +120,26 @@ def status_path(lab: str, name: str, phase: str) -> Path:
     return lab_dir(lab) / f"keeper-{name}-{phase}.json"
 
 
+class _Status(BaseModel):
+    """What a keeper writes (``_write_status``), typed: a planted ``devices`` is never handed to
+    fio as its file name, nor a planted ``pid`` signalled."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False)
+    pid: int = Field(ge=1, le=1 << 22)
+    started: int | None = Field(None, ge=0)
+    state: Literal["ready", "failed"]
+    error: str = ""
+    devices: list[Annotated[str, Field(pattern=r"^/dev/[A-Za-z0-9][A-Za-z0-9/_.:-]{0,100}$")]] = []
+
+
 def read_status(lab: str, name: str, phase: str) -> dict[str, Any] | None:
-    """A keeper's status file, or None if there is none or it is not one (a FIFO, damaged)."""
+    """A keeper's status file, or None if there is none or it is not one (a FIFO, damaged,
+    or of the wrong types)."""
+    path = status_path(lab, name, phase)
     try:
-        status = load_json(status_path(lab, name, phase), "keeper status", STATUS_BYTES)
+        return dict(typed(_Status, load_json(path, "keeper status", STATUS_BYTES), str(path)).model_dump())
     except SanlabError:
         return None
-    return status if isinstance(status, dict) else None
 
 
 def _write_status(path: Path, **fields: object) -> None:

@@ -720,3 +720,32 @@ def test_the_docs_hook_names_a_broken_lab_scenario_in_one_line(tmp_path):
         hooks.on_pre_build(config={})
     assert "lab.yaml" in str(caught.value) and "not valid YAML" in str(caught.value)
     assert "\n" not in str(caught.value)
+
+
+KEEPER_STATUSES: list[tuple[str, Any]] = [
+    ("devices-shell", {"pid": 5, "state": "ready", "devices": ["/dev/x;reboot"]}),
+    ("devices-relative", {"pid": 5, "state": "ready", "devices": ["../../etc/passwd"]}),
+    ("devices-text", {"pid": 5, "state": "ready", "devices": "/dev/sda"}),
+    ("pid-text", {"pid": "5", "state": "ready"}),
+    ("pid-bool", {"pid": True, "state": "ready"}),
+    ("state-unknown", {"pid": 5, "state": "maybe"}),
+    ("list", [1]),
+    ("deep", json.loads("[" * 20 + "]" * 20)),
+]
+
+
+@pytest.mark.parametrize("status", [c[1] for c in KEEPER_STATUSES], ids=[c[0] for c in KEEPER_STATUSES])
+def test_a_planted_keeper_status_is_no_status(tmp_path, monkeypatch, status: Any):
+    """targets/lab_targets.py's read_status: a status of the wrong types is none at all, so a
+    planted device is never fio's file name and a planted PID is never signalled."""
+    from sanlab.targets.lab_targets import read_status, status_path
+
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    path = status_path("lab1", "t", "connect")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(status))
+    assert read_status("lab1", "t", "connect") is None
+    path.write_text(json.dumps({"pid": 5, "started": 9, "state": "ready", "devices": ["/dev/nvme0n1"]}))
+    assert read_status("lab1", "t", "connect") == {
+        "pid": 5, "started": 9, "state": "ready", "error": "", "devices": ["/dev/nvme0n1"]
+    }  # fmt: skip
