@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from sanlab.dissectors.analyze import Analysis
+from sanlab.dissectors.analyze import DEVICE_SCAN, Analysis
 from sanlab.dissectors.analyze import analyze as run_analysis
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.outdir import OutputFolder
@@ -90,9 +90,13 @@ def analyze(
         return
     several = len(result.transports) > 1
     carried = " and ".join(result.transports) if several else result.transport
+    in_flight = (
+        "one I/O in flight at a time"
+        if result.max_in_flight <= 1
+        else f"up to {result.max_in_flight} I/Os in flight"
+    )
     click.echo(
-        f"{pcap}: {carried} over {result.fabric}, up to {result.max_in_flight} I/Os in flight; "
-        f"{result.frames:,} frames, {result.bytes:,} bytes"
+        f"{pcap}: {carried} over {result.fabric}, {in_flight}; {result.frames:,} frames, {result.bytes:,} B"
     )
     if result.duplicates:
         click.echo(
@@ -103,16 +107,18 @@ def analyze(
     _warn_of_rewrites(result)
     who = f"{'transport':<10} " if several else ""
     click.echo(
-        f"{who}{'op':<6} {'bytes':>6} {'count':>6} {'frames':>7} {'wire B':>8} {'acks':>5} "
-        f"{'RTs':>4} {'lat us':>8} {'p99 us':>8}"
+        f"{who}{'op':<6} {'bytes':>6} {'I/Os':>5}  {'frames/I/O':>10}  {'wire B/I/O':>10}  {'acks/I/O':>8}  "
+        f"{'RTs/I/O':>7}  {'lat us':>7}  {'p99 us':>7}"
     )
     for g in result.groups:
         who = f"{g.transport:<10} " if several else ""
         click.echo(
-            f"{who}{g.op:<6} {format_size(g.bytes):>6} {g.count:>6} {g.frames_per_io:>7.2f} "
-            f"{g.wire_bytes_per_io:>8.0f} {g.ack_frames_per_io:>5.2f} {g.round_trips_per_io:>4.1f} "
-            f"{g.lat_mean_us:>8.0f} {g.lat_p99_us:>8.0f}"
+            f"{who}{g.op:<6} {format_size(g.bytes):>6} {g.count:>5}  {g.frames_per_io:>10.2f}  "
+            f"{g.wire_bytes_per_io:>10.0f}  {g.ack_frames_per_io:>8.2f}  {g.round_trips_per_io:>7.1f}  "
+            f"{g.lat_mean_us:>7.0f}  {g.lat_p99_us:>7.0f}"
         )
+    for line in _legend(result):
+        click.echo(line)
     if result.others:
         click.echo("other traffic: " + ", ".join(f"{t.name} {t.frames} frames" for t in result.others))
     if result.encrypted:
@@ -120,6 +126,27 @@ def analyze(
             "NVMe/TCP inside TLS: its streams are TLS records, so their PDUs (commands, data, "
             "responses) cannot be read here; the run's own records say what its I/O did"
         )
+
+
+def _legend(result: Analysis) -> list[str]:
+    """What the columns are, with the samples each p99 rests on: a few I/Os make a p99 that is
+    their slowest one, and the reader should know it."""
+    if not result.groups:
+        return []
+    counts = sorted({g.count for g in result.groups})
+    samples = f"{counts[0]} samples each" if len(counts) == 1 else f"{', '.join(map(str, counts))} samples"
+    few = "; under 100 it is about the slowest" if counts[0] < 100 else ""
+    lines = [
+        "  per I/O: the frames, captured bytes, transport ACKs and round trips each read or write owns",
+        f"  lat us: mean wire time, command to response; p99 us from {samples} (the I/Os column){few}",
+    ]
+    if any(t.name == DEVICE_SCAN for t in result.others):
+        lines.append(
+            f"  {DEVICE_SCAN}: the kernel's reads of the disk it just found (its partition table), apart"
+        )
+    if all(io.latency_us == 0 for io in result.ios):
+        lines.append("  every latency is 0: the capture's frames carry no usable timestamps")
+    return lines
 
 
 def _warn_of_rewrites(result: Analysis) -> None:

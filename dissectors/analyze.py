@@ -122,13 +122,52 @@ def _is_io(io: Io) -> bool:
     return io.op in ("read", "write") and io.complete
 
 
-def _tally(frames: list[Frame], owners: dict[int, Owner]) -> list[Tally]:
+DEVICE_SCAN = "device scan"  # the kernel's reads of a new disk (partition table), not the workload
+SCAN_GAP_S = 0.2  # the scan's reads follow the probe and each other within this
+SCAN_READS = 16  # and are a few: MBR, GPT header and entries
+
+
+def device_scan(tasks: list[Io]) -> set[int]:
+    """The reads the kernel makes of a disk it has just found, as ids of their tasks.
+
+    After login (iSCSI, SRP) or connect (NVMe-oF) the kernel probes the device
+    (INQUIRY, READ CAPACITY; Identify) and at once reads its partition table: a
+    read of LBA 0 right after the probe, and a few reads chained to it.  They
+    are no part of the workload (lab 1's one dd came with three of them), so
+    they are counted apart.  A workload starts later: a person types, fio starts.
+    """
+    scan: set[int] = set()
+    if len({t.start for t in tasks}) <= 1:  # no usable timestamps: no telling a scan by its timing
+        return scan
+    by_initiator: dict[str, list[Io]] = {}
+    for task in sorted(tasks, key=lambda t: t.start):
+        by_initiator.setdefault(task.initiator, []).append(task)
+    for mine in by_initiator.values():
+        probed: float | None = None  # when the last non-I/O command (or scan read) started
+        chained = 0
+        for task in mine:
+            if task.op not in ("read", "write"):  # a probe; the kernel interleaves a few with the scan
+                probed = task.start
+                continue
+            near = probed is not None and task.start - probed <= SCAN_GAP_S
+            if task.op == "read" and near and (chained or task.lba == 0) and chained < SCAN_READS:
+                scan.add(id(task))
+                probed, chained = task.start, chained + 1
+            else:
+                probed, chained = None, 0
+    return scan
+
+
+def _tally(frames: list[Frame], owners: dict[int, Owner], scan: set[int]) -> list[Tally]:
     counts: dict[str, list[int]] = {}
     for frame in frames:
         owner = owners[frame.number]
-        if isinstance(owner, Io) and _is_io(owner):
+        if isinstance(owner, Io) and _is_io(owner) and id(owner) not in scan:
             continue
-        name = owner if isinstance(owner, str) else owner.category or "unfinished I/O"
+        if isinstance(owner, Io) and id(owner) in scan:
+            name = DEVICE_SCAN
+        else:
+            name = owner if isinstance(owner, str) else owner.category or "unfinished I/O"
         entry = counts.setdefault(name, [0, 0])
         entry[0] += 1
         entry[1] += frame.length
@@ -136,7 +175,11 @@ def _tally(frames: list[Frame], owners: dict[int, Owner]) -> list[Tally]:
 
 
 def _max_in_flight(ios: list[Io]) -> int:
-    edges = sorted([(io.start, 1) for io in ios] + [(io.end or io.start, -1) for io in ios])
+    """The most I/Os outstanding at once; equal times (a capture without timestamps) fall back on
+    the order of the frames that start and end each I/O."""
+    starts = [(io.start, io.frames[0].number if io.frames else 0, 1) for io in ios]
+    ends = [(io.end or io.start, io.frames[-1].number if io.frames else 0, -1) for io in ios]
+    edges = [(time, step) for time, _, step in sorted(starts + ends)]
     depth = best = 0
     for _, step in edges:
         depth += step
@@ -217,12 +260,13 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
         owner = result.owners[frame.number]
         if isinstance(owner, Io):
             owner.frames.append(frame)
-    ios = [io for io in result.tasks if _is_io(io)]
+    scan = device_scan(result.tasks)
+    ios = [io for io in result.tasks if _is_io(io) and id(io) not in scan]
     return Analysis(
         transport,
         fabric,
         summarise(ios, _transport_of(kinds)),
-        _tally(frames, result.owners),
+        _tally(frames, result.owners, scan),
         len(frames),
         sum(f.length for f in frames),
         _max_in_flight(ios),

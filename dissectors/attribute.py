@@ -92,7 +92,9 @@ class Attributor:
 
     # -- tasks -----------------------------------------------------------
     def command(self, connection: object, cmd: Command, frame: Frame) -> Io:
-        if connection in self.admin and cmd.category != "login":
+        # The admin mark is the NVMe CM's word about a queue: an SRP or iSER command on a QP pair
+        # that once was (or, in a merged capture, elsewhere is) an admin queue stays an I/O.
+        if connection in self.admin and cmd.category != "login" and frame.transport == "nvme-rdma":
             cmd = Command(cmd.tag, "other", cmd.nbytes, cmd.lba, cmd.blocks, cmd.keys, "admin")
         io = Io(cmd.op, cmd.nbytes, cmd.tag, frame.src, lba=cmd.lba, blocks=cmd.blocks, category=cmd.category)
         io.start = frame.start or frame.time
@@ -106,8 +108,10 @@ class Attributor:
         io = self.open.pop((connection, tag), None)
         if io is None:
             return "unmatched response"
-        io.end = frame.time
-        io.latency_us = (frame.time - io.start) * 1e6
+        # Frames are in time order (frames.py refuses a capture that is not, past a jitter of
+        # ORDER_SLACK_S), so this clamp only absorbs that jitter: a latency is never negative.
+        io.end = max(frame.time, io.start)
+        io.latency_us = (io.end - io.start) * 1e6
         return io
 
     def _decoded(self, connection: object, frame: Frame) -> Owner | None:

@@ -27,9 +27,10 @@ from sanlab.scenarios.headers import ICRC, NVME_CQE, NVME_SQE, ROCE_PAYLOAD_OFFS
 from sanlab.scenarios.ports import ISCSI_PORT, ISCSI_TCP_PORTS
 
 # A frame seen twice in one capture (a capture merged with itself, a port mirrored twice) has
-# the same time, length, addresses, IP id and transport sequence as its first copy.
+# the same length, addresses, IP id and transport sequence as its first copy: its protocol keys,
+# not its time (two capture points stamp one frame apart; a capture may carry no times at all).
+# A frame without an IPv4 id (ARP, IPv6) has no such keys and is never taken for a copy.
 DUPLICATE_KEY = (
-    "frame.time_epoch",
     "frame.len",
     "ip.src",
     "ip.dst",
@@ -371,19 +372,41 @@ def read_frames(
     duplicates = 0
     for row in tshark_rows(pcap, decode_as, fields_for(labels)):
         check.see(row)
-        fingerprint = hash(tuple(row[name] for name in DUPLICATE_KEY))
-        if fingerprint in fingerprints:
-            duplicates += 1
-            continue
-        fingerprints.add(fingerprint)
+        if row["ip.id"]:
+            fingerprint = hash(tuple(row[name] for name in DUPLICATE_KEY))
+            if fingerprint in fingerprints:
+                duplicates += 1
+                continue
+            fingerprints.add(fingerprint)
         frames.append(_frame(row, seen))
     check.verdict(pcap)
+    _check_time_order(pcap, frames)
     if "nvme-rdma" in seen and "roce" in seen:
         _inline_capsules(pcap, frames)
     times = {f.number: f.time for f in frames}
     for frame in frames:
         frame.start = min((times.get(n, frame.time) for n in frame.segments), default=frame.time)
     return frames, seen, duplicates
+
+
+# Timestamps of one capture may step back a little (NIC queues stamp apart); more than this
+# means the file is not in time order, and TCP reassembly and every latency would be wrong.
+ORDER_SLACK_S = 0.001
+
+
+def _check_time_order(pcap: Path, frames: list[Frame]) -> None:
+    """Refuse, in one line, a capture whose frames are not in time order (shuffled, or merged
+    without sorting): decoding it gives an empty table or negative latencies, never an error."""
+    latest: Frame | None = None
+    for frame in frames:
+        if latest is not None and frame.time < latest.time - ORDER_SLACK_S:
+            raise SanlabError(
+                f"{pcap}: frames are not in time order (frame {frame.number} is "
+                f"{latest.time - frame.time:.6f} s before frame {latest.number}); sort it by time "
+                f"first: reordercap {pcap} sorted.pcap"
+            )
+        if latest is None or frame.time > latest.time:
+            latest = frame
 
 
 def _frame(row: dict[str, str], seen: set[str]) -> Frame:

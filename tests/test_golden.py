@@ -280,3 +280,156 @@ def test_nvme_admin_queue_is_told_from_the_connection_not_the_namespace():
     result = analyze(GOLDEN / "nvme-rdma-rxe.pcap")
     assert {t.name for t in result.others} >= {"admin", "login"}
     assert all(io.op in ("read", "write") for io in result.ios)
+
+
+# -- captures as they are mishandled: merged, shuffled, re-stamped (issues #45, #48) -----------
+
+
+def _records(path):
+    """A little-endian pcap's header and its records as [seconds, microseconds, bytes, length]."""
+    import struct
+
+    data = path.read_bytes()
+    assert data[:4] == b"\xd4\xc3\xb2\xa1"
+    records, at = [], 24
+    while at < len(data):
+        sec, usec, incl, orig = struct.unpack_from("<IIII", data, at)
+        records.append([sec, usec, data[at + 16 : at + 16 + incl], orig])
+        at += 16 + incl
+    return data[:24], records
+
+
+def _write(path, head, records):
+    import struct
+
+    path.write_bytes(head + b"".join(struct.pack("<IIII", s, u, len(b), o) + b for s, u, b, o in records))
+    return path
+
+
+def _stamped(tmp_path, name, how):
+    head, records = _records(GOLDEN / f"{name}.pcap")
+    if how == "zero":
+        for r in records:
+            r[0] = r[1] = 0
+    elif how == "shuffled":
+        import random
+
+        random.Random(1).shuffle(records)
+    elif how == "backwards":  # the same frames in file order, their times mirrored
+        times = [r[0] * 1_000_000 + r[1] for r in records]
+        for r, t in zip(records, times, strict=True):
+            r[0], r[1] = divmod(max(times) + min(times) - t, 1_000_000)
+    return _write(tmp_path / f"{name}-{how}.pcap", head, records)
+
+
+@pytest.mark.parametrize("how", ["shuffled", "backwards"])
+@pytest.mark.parametrize("name", ["iscsi-tcp", "srp-rxe"])
+def test_a_capture_out_of_time_order_is_refused_in_one_line(tmp_path, name, how):
+    """A shuffled capture gave an empty table and exit 0; one whose times run backwards gave
+    negative latencies.  Either is refused, naming the frames and the fix."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    pcap = _stamped(tmp_path, name, how)
+    result = CliRunner().invoke(cli, ["analyze", str(pcap)])
+    assert result.exit_code == 1, result.output
+    line = result.output.strip()
+    assert "\n" not in line and "frames are not in time order" in line and f"reordercap {pcap}" in line
+
+
+@pytest.mark.parametrize("name", ["iscsi-tcp", "srp-rxe", "nvme-rdma-rxe"])
+def test_zero_timestamps_keep_every_distinct_frame_and_no_latency_is_negative(tmp_path, name):
+    """All-zero times made ARP and ICMPv6 frames 'copies' of each other; copies are told by
+    protocol keys now, and a frame without them is never one."""
+    plain = analyze(GOLDEN / f"{name}.pcap")
+    zero = analyze(_stamped(tmp_path, name, "zero"))
+    assert zero.duplicates == 0 and zero.frames == plain.frames and zero.bytes == plain.bytes
+    assert {t.name: t.frames for t in zero.others}.get("ARP") == {t.name: t.frames for t in plain.others}[
+        "ARP"
+    ]
+    assert all(io.latency_us >= 0 for io in zero.ios) and zero.max_in_flight == 1
+    for result in (plain, analyze(GOLDEN / f"{name}-qd4.pcap")):
+        assert all(io.latency_us >= 0 for io in result.ios)
+
+
+def test_a_capture_merged_with_itself_is_still_deduplicated():
+    """Without time in the key, true copies (a capture merged with itself) still go."""
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    mergecap = shutil.which("mergecap")
+    if mergecap is None:
+        pytest.skip("mergecap (wireshark-common) is not installed")
+    with tempfile.TemporaryDirectory() as folder:
+        twice = Path(folder) / "twice.pcap"
+        one = str(GOLDEN / "iscsi-tcp.pcap")
+        subprocess.run([mergecap, "-F", "pcap", "-w", str(twice), one, one], check=True, timeout=60)
+        result, plain = analyze(twice), analyze(GOLDEN / "iscsi-tcp.pcap")
+    ip_frames = plain.frames - sum(t.frames for t in plain.others if t.name in ("ARP", "ICMPv6"))
+    assert result.duplicates == ip_frames and [g.count for g in result.groups] == [
+        g.count for g in plain.groups
+    ]
+
+
+def test_srp_and_nvme_rdma_in_one_capture_are_each_counted_as_their_own_ios(tmp_path):
+    """A merged SRP and NVMe/RDMA capture named SRP in its header but counted SRP's I/Os as
+    'admin' frames: the QP pair that NVMe's CM called an admin queue was SRP's too."""
+    import shutil
+    import subprocess
+
+    mergecap = shutil.which("mergecap")
+    if mergecap is None:
+        pytest.skip("mergecap (wireshark-common) is not installed")
+    mixed = tmp_path / "mixed.pcap"
+    pair = [str(GOLDEN / "srp-rxe.pcap"), str(GOLDEN / "nvme-rdma-rxe.pcap")]
+    subprocess.run([mergecap, "-F", "pcap", "-w", str(mixed), *pair], check=True, timeout=60)
+    result = analyze(mixed)
+    srp_alone = {(g.op, g.bytes, g.count, g.frames_per_io) for g in analyze(GOLDEN / "srp-rxe.pcap").groups}
+    assert result.transports == ["srp", "nvme-rdma"]
+    assert {
+        (g.op, g.bytes, g.count, g.frames_per_io) for g in result.groups if g.transport == "srp"
+    } == srp_alone
+    admin = {t.name: t.frames for t in result.others}["admin"]
+    assert admin == {t.name: t.frames for t in analyze(GOLDEN / "nvme-rdma-rxe.pcap").others}["admin"]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_the_kernels_device_scan_is_counted_apart_from_the_workload(name):
+    """Lab 1's one dd came with the kernel's three partition-table reads; they are 'device scan'
+    now, and the groups hold exactly fio's I/Os (4 each, or 16 at QD 4)."""
+    result = analyze(GOLDEN / f"{name}.pcap")
+    each = 16 if name.endswith("-qd4") else 4
+    assert [g.count for g in result.groups] == [each] * 4
+    assert {t.name for t in result.others} >= {"device scan"}
+
+
+def test_analyze_headers_say_units_and_samples():
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    result = CliRunner().invoke(cli, ["analyze", str(GOLDEN / "iscsi-tcp.pcap")])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "one I/O in flight at a time" in lines[0] and "up to 1 I/Os" not in result.output
+    assert lines[1].split() == [
+        "op",
+        "bytes",
+        "I/Os",
+        "frames/I/O",
+        "wire",
+        "B/I/O",
+        "acks/I/O",
+        "RTs/I/O",
+        "lat",
+        "us",
+        "p99",
+        "us",
+    ]
+    assert "p99 us from 4 samples each (the I/Os column); under 100 it is about the slowest" in result.output
+    assert "device scan: the kernel's reads of the disk it just found" in result.output
+    qd4 = CliRunner().invoke(cli, ["analyze", str(GOLDEN / "iscsi-tcp-qd4.pcap")])
+    assert "up to 4 I/Os in flight" in qd4.output.splitlines()[0] and "16 samples each" in qd4.output
