@@ -47,7 +47,10 @@ def read_text(path: Path) -> str:
     if info.st_size > MAX_BYTES:
         raise _refuse(source, f"is {info.st_size:,} bytes; a scenario or profile is at most {MAX_BYTES:,}")
     try:
-        with open(path, "rb") as handle:
+        # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it does not wait
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise _refuse(source, "cannot read: not a regular file (give a .yaml file)")
             data = handle.read(MAX_BYTES + 1)
     except OSError as exc:
         raise _refuse(source, f"cannot read: {exc.strerror}") from None
