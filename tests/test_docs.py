@@ -280,3 +280,15 @@ def test_the_readme_is_read_in_five_minutes():
     assert len(readme.splitlines()) <= 120
     assert "bash tests/bootstrap demo" in readme and "bash tests/bootstrap test" in readme
     assert "No VMs, seconds:" in readme and "VMs (times under software emulation" in readme
+
+
+def test_getting_started_is_for_users_and_its_tour_fits_a_phone():
+    """No development notes (dated CI timings, benchmark scripts: docs/contributing.md), and the
+    tour's comments on lines of their own, short enough for a 390-pixel screen."""
+    page = (REPO / "docs" / "getting-started.md").read_text()
+    assert not re.search(r"20\d\d-\d\d-\d\d", page) and "ci_under_load" not in page
+    assert "ci_under_load" in (REPO / "docs" / "contributing.md").read_text()
+    tour = page.split("## A short tour", 1)[1].split("```console\n", 1)[1].split("```", 1)[0]
+    for line in tour.splitlines():
+        assert not (line.startswith("$") and " # " in line), line
+        assert not line.startswith("#") or len(line) <= 46, line
