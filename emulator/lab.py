@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import ipaddress
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator import fabric, guest_ssh, snapshots
@@ -566,6 +567,12 @@ class Lab:
 _PATH = r"^[^\x00\n]{1,4096}$"
 
 
+def _ipv4(text: str) -> str:
+    """An address in a lab's state is a dotted IPv4 address, each part 0-255."""
+    ipaddress.IPv4Address(text)  # ValueError: pydantic names the field and value
+    return text
+
+
 class _HostState(BaseModel):
     """One host of a lab's state file, typed: a planted or torn entry is a line, never a
     KeyError, and a PID is a PID (Lab._write_state writes these)."""
@@ -590,7 +597,7 @@ class _LabState(BaseModel):
     # "host/link": the host's address on that link
     addresses: dict[
         Annotated[str, Field(pattern=r"^[^/\x00]+/[^/\x00]+$")],
-        Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}$")],
+        Annotated[str, Field(pattern=r"^\d{1,3}(\.\d{1,3}){3}$"), AfterValidator(_ipv4)],
     ] = Field(default_factory=dict)
     captures: dict[str, Annotated[str, Field(pattern=_PATH)]] = Field(default_factory=dict)
 

@@ -113,6 +113,7 @@ LAB_STATES: list[tuple[str, Any, str]] = [
     ("addresses-list", _state(addresses=["10.0.0.1"]), "addresses"),
     ("address-shell", _state(addresses={"h/l": "$(id)"}), "addresses"),
     ("address-key", _state(addresses={"nolink": "10.0.0.1"}), "addresses"),
+    ("address-octet", _state(addresses={"h/l": "999.1.1.1"}), "addresses"),
     ("address-int", _state(addresses={"h/l": 10}), "addresses"),
     ("captures-list", _state(captures=["a"]), "captures"),
     ("capture-int", _state(captures={"l": 5}), "captures"),
