@@ -16,7 +16,9 @@ from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS
 from sanlab.scenarios.schema import Host, Scenario, Target
 from sanlab.scenarios.sizes import format_size
 
-WIDTH, BOX_W, ROW, FONT = 640, 190, 22, 15
+# 640 units drawn 640 pixels wide on a desktop and about 360 on a 390-pixel phone: 18 to 21-unit
+# text stays 10 to 12 pixels high there.
+WIDTH, BOX_W, ROW, FONT = 640, 220, 27, 20
 INK, FAINT, ACCENT = "#1f2937", "#e5e7eb", "#2563eb"
 
 
@@ -55,14 +57,14 @@ def _text(x: float, y: float, text: str, size: int = FONT, anchor: str = "middle
     )
 
 
-def _box(x: float, y: float, host: Host, lines: list[str]) -> list[str]:
+def _box(x: float, y: float, host: Host, lines: list[str], rows: int) -> list[str]:
     title = host.name if host.name == host.role else f"{host.name} ({host.role})"
-    height = ROW * (len(lines) + 1) + 14
+    height = ROW * rows + 14
     frame = f'width="{BOX_W}" height="{height}" rx="8" fill="{FAINT}" stroke="{INK}"'
     parts = [f'<rect x="{x}" y="{y}" {frame}/>']
     parts.append(_text(x + BOX_W / 2, y + ROW + 2, title, FONT + 1, weight="bold"))
     for i, line in enumerate(lines):
-        parts.append(_text(x + BOX_W / 2, y + (i + 2) * ROW + 2, line, FONT - 2))
+        parts.append(_text(x + BOX_W / 2, y + (i + 2) * ROW + 2, line, FONT - 1))
     return parts
 
 
@@ -71,7 +73,7 @@ def setup_svg(scenario: Scenario) -> str:
     left = [h for h in scenario.hosts if h.role == "initiator"]
     right = [h for h in scenario.hosts if h.role == "target"]
     lines = {h.name: _host_lines(h, scenario) for h in scenario.hosts}
-    tallest = max(len(v) for v in lines.values()) + 1
+    tallest = max(3, max(len(v) for v in lines.values()) + 1)  # room for a cable and its labels
     block = ROW * tallest + 44
     height = max(len(left), len(right), 1) * block + 10 + 26 * len(scenario.projections)
     parts = []
@@ -80,26 +82,28 @@ def setup_svg(scenario: Scenario) -> str:
         for k, host in enumerate(hosts):
             y = 20 + k * block
             places[host.name] = y
-            parts += _box(column, y, host, lines[host.name])
+            parts += _box(column, y, host, lines[host.name], tallest)
     for i, planned in enumerate(scenario.plan.links):
         link = planned.link
         a, b = link.endpoints
         if a not in places or b not in places:
             continue
-        y = (places[a] + places[b]) / 2 + ROW * 1.6 + 36 * (i % 3)
+        y = (places[a] + places[b]) / 2 + ROW * 1.6 + 62 * (i % 3)
         colour = ACCENT if FABRICS[link.fabric].rdma else INK
         parts.append(
             f'<line x1="{10 + BOX_W}" y1="{y:.0f}" x2="{WIDTH - BOX_W - 10}" y2="{y:.0f}" '
             f'stroke="{colour}" stroke-width="3"/>'
         )
-        parts.append(_text(WIDTH / 2, y - 8, _link_label(planned, scenario.capture), FONT - 3))
+        name, _, rest = _link_label(planned, scenario.capture).partition(", ")
+        parts.append(_text(WIDTH / 2, y - 8, name, FONT - 2))  # the cable's name and fabric above it,
+        parts.append(_text(WIDTH / 2, y + 22, rest, FONT - 2))  # its MTU and capture below
     for k, projection in enumerate(scenario.projections):
         label = projection.label or projection.profile
         note = f"projected onto {label} (profile {projection.profile})"
         parts.append(_text(WIDTH / 2, height - 10 - 26 * k, note, FONT - 1))
     body = "\n  ".join(parts)
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height:.0f}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" viewBox="0 0 {WIDTH} {height:.0f}" '
         f'font-family="sans-serif" role="img">\n  {body}\n</svg>\n'
     )
 
