@@ -64,12 +64,14 @@ def images() -> None:
     help="Which guest (a scenario's guest:).",
 )
 def images_build(force: bool, guest: str) -> None:
-    """Build a guest's image for its current recipe (if not cached)."""
+    """Build a guest's image for its current recipe (if not cached), and save its booted
+    snapshot for the most common guest (one NIC), so the first lab up starts in seconds."""
     # SIGTERM (tests/bootstrap stopping its background build) unwinds like Ctrl-C, so the
     # half-built directory is removed and mmdebstrap is stopped with it.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         image = guest_images.build_image(_say, force=force, guest=guest)
+        snapshots.prepare(image, _say)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
