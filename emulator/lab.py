@@ -17,6 +17,7 @@ import ipaddress
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -301,9 +302,11 @@ class Lab:
             self.vms[spec.name] = vm
         self._write_state()
         pool = ThreadPoolExecutor(len(self.vms))
+        cancelled = threading.Event()
         try:
             waits = pool.map(
-                lambda v: snapshots.wait_started(v, starts[v.name], BOOT_TIMEOUT, say), self.vms.values()
+                lambda v: snapshots.wait_started(v, starts[v.name], BOOT_TIMEOUT, say, cancelled),
+                self.vms.values(),
             )
             for vm, seconds in zip(self.vms.values(), waits, strict=True):
                 how = "restored" if vm.incoming else "booted"
@@ -311,7 +314,12 @@ class Lab:
             list(pool.map(self._configure, self.vms.values()))
         except BaseException:
             # Ctrl-C or a failed boot: stop the VMs now, so the threads still
-            # waiting for their guests see them gone and end at once.
+            # waiting for their guests see them gone and end at once; then once more after
+            # they have ended, for a cold boot a failed restore began just before the stop.
+            cancelled.set()
+            for vm in self.vms.values():
+                vm.stop(grace=1.0)
+            pool.shutdown(wait=True, cancel_futures=True)
             for vm in self.vms.values():
                 vm.stop(grace=1.0)
             raise

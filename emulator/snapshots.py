@@ -40,6 +40,7 @@ import os
 import shlex
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -293,16 +294,21 @@ def start(vm: Vm, snapshot: Snapshot | None) -> None:
     vm.start()
 
 
-def wait_started(vm: Vm, snapshot: Snapshot | None, timeout: float, say: Say) -> float:
+def wait_started(
+    vm: Vm, snapshot: Snapshot | None, timeout: float, say: Say, cancelled: threading.Event
+) -> float:
     """Seconds until ``vm``'s agent answered as itself: restored, or booted cold when there is
     no snapshot or it would not restore (one line says why; that snapshot is saved anew next
-    time, and the QEMU that failed, ours, is stopped first)."""
+    time, and the QEMU that failed, ours, is stopped first).  Once ``cancelled`` is set (Ctrl-C,
+    another guest's failure) a restore that fails is not followed by a cold boot."""
     if snapshot is None or not vm.incoming:
         return vm.wait_ready(timeout)
     started = time.monotonic()
     try:
         restore(vm, snapshot)
     except SanlabError as exc:
+        if cancelled.is_set():
+            raise
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         say(f"  {vm.name}: snapshot {snapshot.key} did not restore ({why}); booting cold")
         vm.stop(grace=1.0)
