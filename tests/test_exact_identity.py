@@ -220,6 +220,7 @@ def test_lab_down_of_a_lab_whose_name_is_a_prefix_leaves_the_other_up(guest_imag
     reused PID would, start time and all).  ``lab down pl`` stops only ``pl``'s qemu."""
     spec = tmp_path / "one.yaml"
     spec.write_text(ONE_HOST)
+    theirs: dict = {}
     try:
         for name in ("pl-b", "pl"):
             up = _sanlab("lab", "up", str(spec), "--name", name)
@@ -241,4 +242,4 @@ def test_lab_down_of_a_lab_whose_name_is_a_prefix_leaves_the_other_up(guest_imag
     finally:
         for name in ("pl", "pl-b"):
             _sanlab("lab", "down", name)
-    assert not pid_alive(theirs["pid"])
+    assert theirs and not pid_alive(theirs["pid"]), "'lab down pl-b' left its qemu running"
