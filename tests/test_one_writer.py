@@ -198,13 +198,21 @@ PLUGIN_NAMES = [
     "sanlab-scsi.lua",
     "sanlab-iwarp.lua",
     MANIFEST,
-    f".sanlab-probe-{os.getpid()}",
+    "old-probe",
 ]
+# The probe's old, predictable name: this process's PID, named when the test runs (a PID in a
+# test's id would differ between xdist's workers, and they must collect the same tests).
+OLD_PROBE = "old-probe"
+
+
+def _named(name: str) -> str:
+    return f".sanlab-probe-{os.getpid()}" if name == OLD_PROBE else name
 
 
 @pytest.mark.parametrize("name", PLUGIN_NAMES)
 def test_dissectors_install_never_writes_through_a_planted_link(tmp_path, outside, name):
     folder = tmp_path / "plugins"
+    name = _named(name)
     link = _plant(folder, name, outside / "thesis.tex")
     result = _run(["dissectors", "install", "--to", str(folder)])
     assert link.is_symlink()
@@ -426,8 +434,9 @@ def test_a_lock_file_never_follows_a_link(tmp_path, outside):
         open_lock(link)
 
 
-@pytest.mark.parametrize("planted", [f".sanlab-probe-{os.getpid()}", ".probe", "probe"])
+@pytest.mark.parametrize("planted", [OLD_PROBE, ".probe", "probe"])
 def test_the_write_probe_never_follows_a_planted_name(tmp_path, outside, planted):
+    planted = _named(planted)
     _plant(tmp_path / "dest", planted, outside / "thesis.tex")
     probe_writable(tmp_path / "dest", "--to")
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == [planted]
