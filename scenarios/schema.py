@@ -166,36 +166,6 @@ ChapName = Annotated[str, Field(pattern=_CHAP_NAME)]
 # checks: the key's length for its hash, and its CRC-32.
 DhchapSecret = Annotated[str, Field(pattern=_DHCHAP), AfterValidator(check_dhchap_secret)]
 TlsPsk = Annotated[str, Field(pattern=_TLS_PSK), AfterValidator(check_tls_psk)]
-def _shown_briefly(value: Any) -> str:
-    """A value as a one-line error shows it: quoted, cut to 40 characters."""
-    return repr(value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "...")
-
-
-def _not_a_yes_no(value: Any) -> str:
-    """What is wrong with a value where a yes/no belongs, in words."""
-    kind = {str: "a string", int: "a number", float: "a number", list: "a list", type(None): "empty"}
-    shown = "null" if value is None else _shown_briefly(value)
-    return f"{shown} is {kind.get(type(value), 'not a yes/no')}, not a valid boolean: write true or false"
-
-
-def _leaf_types(annotation: Any) -> set[Any]:
-    """The types a field's annotation is made of (through ``Annotated`` and ``|``)."""
-    args = get_args(annotation)
-    if get_origin(annotation) is Annotated:
-        return _leaf_types(args[0])
-    if get_origin(annotation) in (Union, UnionType):
-        return set().union(*(_leaf_types(arg) for arg in args))
-    return {annotation}
-
-
-def _yes_no_only(annotation: Any) -> bool:
-    """Whether a field takes a yes/no and no text or number (``bool``, ``bool | NvmeTls``): then
-    pydantic's lax reading of ``"yes"``, ``"on"`` or ``1`` as true is a wrong accept."""
-    leaves = _leaf_types(annotation)
-    others = leaves - {bool, type(None)}
-    return bool in leaves and all(isinstance(t, type) and issubclass(t, BaseModel) for t in others)
-
-
 SshDestination = Annotated[str, Field(pattern=_SSH)]
 InterfaceName = Annotated[str, Field(pattern=_IFNAME)]
 DevicePath = Annotated[str, Field(pattern=_DEVICE), AfterValidator(_no_parent_steps)]
@@ -226,19 +196,37 @@ def _admits_bool(annotation: Any) -> bool:
     """Whether a field's type takes a yes/no anywhere in it (``bool``, ``bool | None``, ...)."""
     if annotation is bool:
         return True
-    @field_validator("*", mode="before")
-    @classmethod
-    def _only_a_yes_no_for_a_yes_no(cls, value: Any, info: ValidationInfo) -> Any:
-        """A yes/no is YAML's true or false, never a string or a number (``tls: "yes"``,
-        ``tls: 1``).  YAML 1.1's unquoted yes/no/on/off are booleans to the YAML reader
-        already, and are taken as such, like true/false."""
-        field = cls.model_fields.get(info.field_name or "")
-        scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool)
-        if field and scalar and _yes_no_only(field.annotation):
-            raise ValueError(_not_a_yes_no(value))
-        return value
-
     return any(_admits_bool(arg) for arg in get_args(annotation))
+
+
+def _shown_briefly(value: Any) -> str:
+    """A value as a one-line error shows it: quoted, cut to 40 characters."""
+    return repr(value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "...")
+
+
+def _not_a_yes_no(value: Any) -> str:
+    """What is wrong with a value where a yes/no belongs, in words."""
+    kind = {str: "a string", int: "a number", float: "a number", list: "a list", type(None): "empty"}
+    shown = "null" if value is None else _shown_briefly(value)
+    return f"{shown} is {kind.get(type(value), 'not a yes/no')}, not a valid boolean: write true or false"
+
+
+def _leaf_types(annotation: Any) -> set[Any]:
+    """The types a field's annotation is made of (through ``Annotated`` and ``|``)."""
+    args = get_args(annotation)
+    if get_origin(annotation) is Annotated:
+        return _leaf_types(args[0])
+    if get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_leaf_types(arg) for arg in args))
+    return {annotation}
+
+
+def _yes_no_only(annotation: Any) -> bool:
+    """Whether a field takes a yes/no and no text or number (``bool``, ``bool | NvmeTls``): then
+    pydantic's lax reading of ``"yes"``, ``"on"`` or ``1`` as true is a wrong accept."""
+    leaves = _leaf_types(annotation)
+    others = leaves - {bool, type(None)}
+    return bool in leaves and all(isinstance(t, type) and issubclass(t, BaseModel) for t in others)
 
 
 def _parses_its_own(field: FieldInfo) -> bool:
@@ -260,6 +248,18 @@ class Strict(BaseModel):
         field = cls.model_fields.get(info.field_name or "")
         if boolean and field and not _admits_bool(field.annotation) and not _parses_its_own(field):
             raise ValueError("is a yes/no (true/false); a number or a name belongs here")
+        return value
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _only_a_yes_no_for_a_yes_no(cls, value: Any, info: ValidationInfo) -> Any:
+        """A yes/no is YAML's true or false, never a string or a number (``tls: "yes"``,
+        ``tls: 1``).  YAML 1.1's unquoted yes/no/on/off are booleans to the YAML reader
+        already, and are taken as such, like true/false."""
+        field = cls.model_fields.get(info.field_name or "")
+        scalar = isinstance(value, (str, int, float)) and not isinstance(value, bool)
+        if field and scalar and _yes_no_only(field.annotation):
+            raise ValueError(_not_a_yes_no(value))
         return value
 
 
@@ -360,17 +360,6 @@ class Target(Strict):
     """A storage target on a host and the transport it exports over."""
 
     name: HostName | None = None
-    @field_validator("tls", mode="wrap")
-    @classmethod
-    def _tls_read_one_way(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        """A mapping is a PSK setting and nothing else: its mistakes are said once, at its own
-        fields, not beside a "not a valid boolean" from the other reading of ``tls``."""
-        if isinstance(value, dict):
-            return NvmeTls.model_validate(value)
-        if not isinstance(value, bool):
-            raise ValueError(_not_a_yes_no(value) + " (or {psk: NVMeTLSkey-1:...})")
-        return handler(value)
-
     host: HostName
     stack: Stack
     transport: Transport
@@ -394,6 +383,17 @@ class Target(Strict):
     # system or partition table unless ``destroy`` says its data may go.
     device: DevicePath | None = None
     destroy: bool = False
+
+    @field_validator("tls", mode="wrap")
+    @classmethod
+    def _tls_read_one_way(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """A mapping is a PSK setting and nothing else: its mistakes are said once, at its own
+        fields, not beside a "not a valid boolean" from the other reading of ``tls``."""
+        if isinstance(value, dict):
+            return NvmeTls.model_validate(value)
+        if not isinstance(value, bool):
+            raise ValueError(_not_a_yes_no(value) + " (or {psk: NVMeTLSkey-1:...})")
+        return handler(value)
 
 
 class Workload(Strict):
