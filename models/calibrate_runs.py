@@ -200,7 +200,8 @@ def _cell(record: dict[str, Any], path: Path, index: int) -> RunCell:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
-        value = repr(error.get("input"))[:40]
+        # A missing field's "input" is the whole record around it: name the gap instead.
+        value = "missing" if error["type"] == "missing" else repr(error.get("input"))[:40]
         field_ = f".{where}" if where else ""
         message = error["msg"].removeprefix("Value error, ")
         raise SanlabError(f"{path}: results[{index}]{field_} = {value}: {message}") from None

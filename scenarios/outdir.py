@@ -33,6 +33,7 @@ from sanlab.scenarios.writing import (
     probe_writable,
     signals_held,
     temporary_name,
+    what_is,
     write_at,
 )
 
@@ -206,7 +207,7 @@ class OutputFolder:
     def _refuse_unless_ours(self, name: str) -> os.stat_result | None:
         info = self._lstat(name)
         if info is not None and not self.ours(name):
-            what = "a symlink" if stat.S_ISLNK(info.st_mode) else "a file sanlab did not write"
+            what = what_is(info)
             raise SanlabError(
                 f"{self.option} {self.root}: {name} is {what}; sanlab will not replace it "
                 "(move it away, or give another folder)"

@@ -121,10 +121,11 @@ def typed(schema: Any, data: Any, source: str, strict: bool = True) -> Any:
     except ValidationError as exc:
         error = exc.errors()[0]
         where = _field(error["loc"]) or "the document"
-        value = error.get("input")
         message = str(error["msg"]).removeprefix("Value error, ")
+        # A missing field's "input" is the whole mapping around it: name the gap instead.
+        shown = "missing" if error["type"] == "missing" else _short(error.get("input"))
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise SanlabError(f"{source}: {where}: {_short(value)}: {message}{more}") from None
+        raise SanlabError(f"{source}: {where}: {shown}: {message}{more}") from None
 
 
 def read_csv(

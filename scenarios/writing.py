@@ -145,6 +145,7 @@ def lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
 
 
 def what_is(info: os.stat_result) -> str:
+    """What sanlab found where it would write, as its refusal says it."""
     if stat.S_ISLNK(info.st_mode):
         return "a symlink"
     if stat.S_ISDIR(info.st_mode):

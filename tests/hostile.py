@@ -360,6 +360,7 @@ def _sweep_cases() -> list[Hostile]:
 
 
 GOOD_RECORD = {
+    "mode": "measured",
     "transport": "nvme-tcp",
     "fabric": "eth",
     "rw": "randread",
@@ -379,7 +380,7 @@ RECORDS: list[tuple[str, dict[str, Any], str]] = [
     ("bs-odd", {"bs": 1000}, "multiple of 512"),
     ("link-negative", {"link_gbps": -5}, "greater than 0"),
     ("link-nan", {"link_gbps": float("nan")}, "finite"),
-    ("iodepth-1e9", {"iodepth": 1e9}, "less than or equal to 1024"),
+    ("iodepth-1e9", {"iodepth": 1e9}, "results[1].iodepth"),
     ("iodepth-zero", {"iodepth": 0}, "greater than or equal to 1"),
     ("numjobs-float", {"numjobs": 1.5}, "numjobs"),
     ("fabric-missing", {"fabric": None}, "fabric"),
@@ -458,7 +459,7 @@ def _analyze_cases() -> list[Hostile]:
         Hostile(
             "analyze-ladder-folder",
             ["analyze", golden, "--ladder", "{d}/f.svg"],
-            "not a regular file",
+            "is a directory",
             {"f.svg/x": ""},
         ),
         Hostile("analyze-io-negative", ["analyze", golden, "--io", "-1"], "'--io'"),
