@@ -24,6 +24,7 @@ from typing import Any
 
 from sanlab.dissectors.attribute import Io
 from sanlab.dissectors.frames import Command, Frame, Response, Unit
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.writing import figure_bytes, write_file
 
 Save = Callable[[Path, bytes], None]  # how a rendered picture is written (the CLI's manifest)
@@ -119,11 +120,12 @@ def meaning(frame: Frame, io: Io) -> str:
 
 
 def _command(command: Command, frame: Frame, size: str) -> str:
-    if frame.transport == "nvme-rdma":
+    transport = TRANSPORTS.get(frame.transport)
+    if transport is not None and transport.nvme:
         return f"NVMe {command.op.capitalize()} {size}"
     found = re.search(r"(?i)(read|write)\((\d+)\)", frame.label)
     cdb = f"({found[2]})" if found else ""
-    prefix = "SRP_CMD: " if frame.transport == "srp" else ""
+    prefix = transport.command_envelope if transport is not None else ""
     return f"{prefix}SCSI {command.op.upper()}{cdb} {size}"
 
 

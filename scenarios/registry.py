@@ -54,6 +54,9 @@ class Stack:
     # admitted by a name of its own (an IQN's ACL, or any host NQN).
     shared: tuple[str, ...] = ()
     multipath: bool = False  # exports on several addresses at once, the paths of a multipath device
+    # Characters a CHAP user name cannot hold on this stack: tgtadm sends
+    # "user=NAME,password=SECRET" and tgtd cuts the name at the first comma (usr/mgmt.c).
+    chap_name_forbids: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,8 @@ class Transport:
     # session per path), or "" (not built).
     multipath: Literal["native", "dm-multipath", ""] = ""
     tls: bool = False  # a TLS 1.3 secure channel of its own (NVMe/TCP transport spec 3.6)
+    # What carries a SCSI command on the wire before its CDB, as a ladder names it ("SRP_CMD: ").
+    command_envelope: str = ""
 
     @property
     def rdma(self) -> bool:
@@ -126,6 +131,7 @@ STACKS: dict[str, Stack] = {
             tools=("tgtadm",),
             shared=("iscsi", "iser"),
             multipath=True,
+            chap_name_forbids=",",
         ),
         Stack(
             "nvmet", "nvmet", emulated=True, configfs=True, shared=("nvme-tcp", "nvme-rdma"), multipath=True
@@ -188,7 +194,7 @@ TRANSPORTS: dict[str, Transport] = {
             "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
             ("lio", "scst"), (), digests=False, chap=False, sessions=False,
             max_transfer=_SCSI_MAX, initiator="ib_srp", initiator_tools=(),
-            modules=("ib_srp", "ib_srpt"),
+            modules=("ib_srp", "ib_srpt"), command_envelope="SRP_CMD: ",
         ),
         Transport(
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),

@@ -379,9 +379,13 @@ def _targets(scenario: Scenario, links_ok: bool) -> Iterator[tuple[str, str]]:
             )
         if target.chap and target.transport not in CHAP_TRANSPORTS:
             yield f"{where}.chap", f"CHAP applies to {' and '.join(CHAP_TRANSPORTS)} only"
-        if target.chap and target.stack == "tgt" and "," in target.chap.username:
-            # tgtadm sends "user=NAME,password=SECRET" and tgtd cuts it at the first comma.
-            yield f"{where}.chap.username", "tgt cannot hold a CHAP name with a comma (tgtd cuts it there)"
+        forbids = STACKS[target.stack].chap_name_forbids if target.stack in STACKS else ""
+        if target.chap and (bad := sorted(set(forbids) & set(target.chap.username))):
+            shown = " ".join(repr(c) for c in bad)
+            yield (
+                f"{where}.chap.username",
+                f"{target.stack} cannot hold a CHAP name with {shown} (it cuts the name there)",
+            )
         if target.link is not None and target.link not in link_names:
             yield f"{where}.link", f"{target.link!r} is not a link (links: {_names(link_names)})"
             continue

@@ -117,10 +117,14 @@ def read_host(host: Host, interfaces: list[str]) -> tuple[HostFacts, dict[str, N
     return cpu, {name: nic_facts(host, name) for name in interfaces}
 
 
+# A Linux NVMe namespace's block device: nvme0n1, and nvme1c2n1 behind native multipath.
+NVME_NAMESPACE = re.compile(r"nvme\d+(c\d+)?n\d+")
+
+
 def device_model(host: Host, device: str) -> BackendFacts:
     """The drive at ``device``: 'nvme' with ``nvme list``'s model, else a block device by lsblk."""
     name = device.rsplit("/", 1)[-1]
-    if name.startswith("nvme"):
+    if NVME_NAMESPACE.fullmatch(name):
         try:
             listed = parse_json(_out(host, ["nvme", "list", "-o", "json"]) or "{}", "nvme list")
             listed = listed.get("Devices", [])
@@ -130,7 +134,7 @@ def device_model(host: Host, device: str) -> BackendFacts:
             if isinstance(entry, dict) and str(entry.get("DevicePath", "")).endswith(f"/{name}"):
                 return BackendFacts(kind="nvme", model=_line(str(entry.get("ModelNumber", ""))))
     model = _out(host, ["lsblk", "-dno", "MODEL", device]) if device.startswith("/dev/") else ""
-    return BackendFacts(kind="nvme" if name.startswith("nvme") else "block", model=_line(model))
+    return BackendFacts(kind="nvme" if NVME_NAMESPACE.fullmatch(name) else "block", model=_line(model))
 
 
 def backend_of(target: Target, devices: Mapping[tuple[str, str], BackendFacts]) -> BackendFacts | None:
