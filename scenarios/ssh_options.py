@@ -210,6 +210,8 @@ ALLOWED = {
     )
 }
 ALLOWED_HINT = "ssh_options allows " + ", ".join(a.name for a in ALLOWED.values())
+# Where the form itself is wrong, the form is what is allowed: the keys are for a wrong key.
+FORM_HINT = f"for example Port=2222 ({len(ALLOWED)} keys allowed: docs/hardware.md, SSH options)"
 # Why some well-known options are refused, for a better line than "not allowed".
 REFUSED = {
     **dict.fromkeys(
@@ -233,10 +235,10 @@ def check_option(text: object) -> str:
     with KEY spelled as ssh_config(5) spells it.  Otherwise one line: the value, why, what is
     allowed (raised as ValueError, which every reader turns into file: field: message)."""
     if not isinstance(text, str):
-        raise ValueError(f"{_shown(text)} is not text: give KEY=VALUE; {ALLOWED_HINT}")
+        raise ValueError(f"{_shown(text)} is not text: give KEY=VALUE; {FORM_HINT}")
     key, equals, value = text.partition("=")
     if not equals or not re.fullmatch(KEYWORD, key):
-        raise ValueError(f"{_shown(text)} is not one KEY=VALUE ({NO_TOKENS}); {ALLOWED_HINT}")
+        raise ValueError(f"{_shown(text)} is not one KEY=VALUE ({NO_TOKENS}); {FORM_HINT}")
     allowed = ALLOWED.get(key.lower())
     if allowed is None:
         why = REFUSED.get(key.lower(), "is not an option sanlab passes to ssh")
