@@ -110,7 +110,7 @@ INVENTORY_VALUES: list[tuple[str, dict[str, Any], str]] = [
     ("host-space", {"ansible_host": "a b"}, "[USER@]HOST"),
     ("user-shell", {"ansible_user": "$(id)"}, "[USER@]HOST"),
     ("args-not-option", {"ansible_ssh_common_args": "-F /tmp/config"}, "ssh_options"),
-    ("args-bad-key", {"ansible_ssh_common_args": "-o Pro-xy=1"}, "ssh_options"),
+    ("args-bad-key", {"ansible_ssh_common_args": "-o Pro-xy=1"}, "KEY=VALUE"),
     ("key-newline", {"ansible_ssh_private_key_file": "a\nb"}, "identity"),
 ]
 
