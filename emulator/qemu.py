@@ -9,6 +9,7 @@ everything from another shell.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -126,10 +127,13 @@ def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -
         monitor.connect()
         # an error reply raises ExecuteError, a QMPError
         return [monitor.cmd(name, **args) for name, args in commands]
-    except (OSError, QMPError) as exc:
-        raise SanlabError(f"QEMU would not {what}: {exc}") from None
+    except (OSError, EOFError, QMPError) as exc:
+        raise SanlabError(f"QEMU would not {what}: {exc or type(exc).__name__}") from None
     finally:
-        monitor.close()
+        # A QEMU that exited mid-conversation (a snapshot it could not load) ends the stream:
+        # closing then raises EOFError, which must not hide the error above.
+        with contextlib.suppress(OSError, EOFError, QMPError):
+            monitor.close()
 
 
 def paused_registers(qmp_socket: Path, what: str) -> str:

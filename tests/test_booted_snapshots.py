@@ -90,7 +90,8 @@ def _facts(vm) -> dict[str, str]:
     script = (
         "hostname; cat /sys/class/net/fabric/address; date +%s.%N; "
         "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; "
-        "cat /sys/class/infiniband/*/ports/1/gids/0; ls /sys/bus/acpi/drivers/vmgenid | grep -c :"
+        # Linux 6.1 binds vmgenid as an ACPI driver, 6.12 as a platform driver
+        "cat /sys/class/infiniband/*/ports/1/gids/0; ls /sys/bus/*/drivers/vmgenid/ | grep -c QEMUVGID"
     )
     host, mac, clock, random, gid, vmgenid = vm.run(script, timeout=30).check().stdout.split()
     return {"host": host, "mac": mac, "clock": clock, "random": random, "gid": gid, "vmgenid": vmgenid}
@@ -130,7 +131,8 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
     scenario = _pair()
     lines: list[str] = []
     with running_lab(scenario, "test-snap-warm", lines.append, keep_logs=False) as lab:
-        key = snapshots.snapshot_key(guest_image, lab.vms["initiator"].qemu, _shape_of(lab))
+        image = lab.vms["initiator"].image  # the guest's own ($SANLAB_GUEST may name another)
+        key = snapshots.snapshot_key(image, lab.vms["initiator"].qemu, _shape_of(lab))
     ram = snapshots.snapshots_dir() / key / snapshots.RAM_FILE
     with ram.open("r+b") as handle:  # the migration stream's header, garbled
         handle.write(b"\xff" * 4096)
@@ -146,7 +148,7 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
     with running_lab(scenario, "test-snap-qemu", lines.append, keep_logs=False) as lab:
         assert lab.vms["initiator"].run("hostname", timeout=30).check().stdout.strip() == "initiator"
     assert sum("once to save it" in line for line in lines) == 1, lines
-    other = snapshots.snapshot_key(guest_image, "qemu", _shape_of(lab))
+    other = snapshots.snapshot_key(image, "qemu", _shape_of(lab))
     assert other != key
     _remove_snapshot(other)
 
@@ -207,3 +209,26 @@ def test_clean_removes_snapshots_of_old_images_or_qemu_and_nothing_else(tmp_path
     assert (foreign / "notes.txt").is_file() and not (foreign / snapshots.RAM_FILE).exists()
     assert (wrong_key / snapshots.RAM_FILE).exists() and outside.read_text() == "keep" and linked.is_symlink()
     assert snapshots.clean_snapshots({"img1"}, "QEMU 10", everything=True) == [current]
+
+
+def test_a_monitor_that_hangs_up_is_one_error_not_an_eof(tmp_path):
+    """A QEMU that exits while sanlab talks to it (a snapshot it could not load) closes the
+    monitor mid-greeting; the caller gets SanlabError, so a cold boot can follow."""
+    import socket
+    import threading
+
+    from sanlab.emulator.qemu import qmp
+
+    path = tmp_path / "qmp.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+
+    def hang_up() -> None:
+        connection, _ = server.accept()
+        connection.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    with pytest.raises(SanlabError, match="QEMU would not load the snapshot"):
+        qmp(path, "load the snapshot", ("query-status", {}))
+    server.close()
