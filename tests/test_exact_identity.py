@@ -43,10 +43,22 @@ def _fake_qemu(run_dir: Path, host: str) -> subprocess.Popen[bytes]:
         "-chardev", f"socket,id=agent,path={agent},server=on,wait=off",
     ]  # fmt: skip
     proc = subprocess.Popen(argv)
-    deadline = time.monotonic() + 10
-    while process_start(proc.pid) is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    # Until the child has exec'd, /proc shows the parent's command line: wait for its own
+    # (on a loaded machine the fork's start time is readable well before that).
+    _wait_execd(proc.pid, "-qmp")
     return proc
+
+
+def _wait_execd(pid: int, word: str) -> None:
+    """Until ``word`` is one of the process's arguments (it has exec'd), for at most 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if word.encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"):
+                return
+        except OSError:
+            pass
+        time.sleep(0.01)
 
 
 def _state(run_dir: Path, hosts: dict[str, subprocess.Popen[bytes]]) -> None:
@@ -162,7 +174,7 @@ def test_a_keeper_is_matched_on_its_whole_argument_list(tmp_path):
     tail = ["-c", SLEEPER, "pl", "t1", "export"]
     proc = subprocess.Popen([sys.executable, *tail])
     try:
-        time.sleep(0.2)
+        _wait_execd(proc.pid, "export")
         who = recorded(proc.pid, process_start(proc.pid))
         assert is_ours(who, argv_tail=tail)
         assert not is_ours(who, argv_tail=[*tail[:2], "p", "t1", "export"])  # 'p' is a prefix of 'pl'
