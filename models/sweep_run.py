@@ -193,8 +193,12 @@ def _on_dask(
             client = scheduler
         else:
             n = check_workers(workers, oversubscribe=True)  # the hard ceiling; the command asked
+            # The dashboard on a free loopback port: None means Dask's default :8787 on every
+            # address, and a second cluster on the machine then warns "Port 8787 is in use".
             cluster = stack.enter_context(
-                LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+                LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+                )
             )
             client = stack.enter_context(Client(cluster))
         futures = client.map(solve_many, batches, solver=solver, needs_p99=p99, pure=False)
