@@ -60,7 +60,6 @@ from sanlab.emulator.qemu import (
     version_line,
 )
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.files import write_atomically
 from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.writing import open_lock, write_file
 
@@ -198,7 +197,7 @@ def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
         for leftover in work.iterdir():
             if leftover.name != RAM_FILE:
                 leftover.unlink()  # the template's sockets, logs and the SAVING mark: ours
-        write_atomically(work / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        write_file(work / MANIFEST, json.dumps(manifest, indent=1) + "\n", what="snapshot manifest")
         if snapshot.path.exists():  # unusable (a corrupt or older save of ours): replace it
             shutil.rmtree(snapshot.path)
         work.rename(snapshot.path)
