@@ -25,7 +25,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from sanlab.models import mva
-from sanlab.models.network import LOCAL, Network, build
+from sanlab.models.network import Network, build
 from sanlab.models.params import get_param, set_param
 from sanlab.models.priors import PRIOR_WEIGHT, Prior, load_priors
 from sanlab.models.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
@@ -174,7 +174,7 @@ def cpu_side(profile: Profile) -> str:
 
 def uses_cpu(row: Measured) -> bool:
     """Whether a cell's published CPU figure says anything: whole per cents, so only from a few up."""
-    return row.cpu_pct is not None and row.cpu_pct >= CPU_MIN_PCT and row.point.transport != LOCAL
+    return row.cpu_pct is not None and row.cpu_pct >= CPU_MIN_PCT and row.point.networked
 
 
 def busy_pct(net: Network, sol: mva.Solution, side: str) -> float:

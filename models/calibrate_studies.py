@@ -33,7 +33,6 @@ from sanlab.models.calibrate import (
 from sanlab.models.checks import confirming_rows
 from sanlab.models.coverage import Band, bands, inside_count, model_error
 from sanlab.models.metrics import mape
-from sanlab.models.network import LOCAL
 from sanlab.models.priors import Prior
 from sanlab.models.profile import (
     STACKS,
@@ -134,7 +133,7 @@ def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:
     ones; and, with several studies, each study from the others alone."""
     splits: list[tuple[str, Use]] = [("fit on reads, predict writes", lambda r: "read" in r.point.rw)]
     for study in studies:
-        speeds = sorted({r.point.link_gbps for r in study.rows if r.point.transport != LOCAL})
+        speeds = sorted({r.point.link_gbps for r in study.rows if r.point.networked})
         if len(speeds) > 1:
             label = f"{study.name}: fit without its {speeds[-1]:g} Gb/s cells, predict them"
             splits.append((label, _not_at(study.rows, speeds[-1])))
@@ -197,7 +196,7 @@ class Calibration:
     def study_summary(self, name: str) -> dict[str, Any]:
         """What NAME.fit.yaml records of the fit and the README quotes."""
         cells = self.cells[name]
-        network = [c for c in cells if c.row.point.transport != LOCAL]
+        network = [c for c in cells if c.row.point.networked]
         iops = mape([c.iops_error for c in network])
         lat = mape([c.latency_error for c in network])
         own = [p for p in self.result.params if p.startswith(f"{name}.")]
@@ -262,7 +261,7 @@ def calibrate(
     splits = (
         [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
     )
-    network = {name: [c for c in scored if c.row.point.transport != LOCAL] for name, scored in cells.items()}
+    network = {name: [c for c in scored if c.row.point.networked] for name, scored in cells.items()}
     judged = bands(task, result, network)
     sigma = model_error(judged)
     fitted = tuple(replace(b, model_sigma=sigma) for b in judged)
@@ -274,13 +273,13 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     held = solve(task)
     scored: dict[str, list[CellError]] = {}
     for study in studies:
-        unseen = [r for r in study.rows if not use(r) and r.point.transport != LOCAL]
+        unseen = [r for r in study.rows if not use(r) and r.point.networked]
         scored[study.name] = evaluate(held.profiles[study.name], unseen, seed)
     cells = [c for group in scored.values() for c in group]
     errors = [c.iops_error for c in cells]
     # The model's own error as this split's training cells alone show it: no unseen cell
     # widens its own interval.
-    training = {s.name: [r for r in s.rows if use(r) and r.point.transport != LOCAL] for s in studies}
+    training = {s.name: [r for r in s.rows if use(r) and r.point.networked] for s in studies}
     trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
     sigma = model_error(bands(task, held, trained))
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]

@@ -26,13 +26,8 @@ from sanlab.models.transports import (
     wire_cost,
 )
 from sanlab.models.wire import data_rate_gbps, packet_payload
-from sanlab.scenarios.registry import FABRICS, TRANSPORTS
+from sanlab.scenarios.registry import FABRICS, MODEL_TRANSPORTS, TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE
-
-# A published row measured on the target's own drive, with no transport between: the model's
-# one "transport" the scenario schema does not know (no scenario can ask for it).
-LOCAL = "local"
-LOCAL_MAX_TRANSFER = 128 << 10  # the NVMe drive's own max_hw_sectors
 
 
 @dataclass(frozen=True)
@@ -64,6 +59,11 @@ class Point:
     poll: bool = False
     # NVMe I/O queues per controller (nvme connect --nr-io-queues); unset, one per CPU.
     queues: int | None = None
+
+    @property
+    def networked(self) -> bool:
+        """A transport carries it (the registry's LOCAL rows measured the drive on its own)."""
+        return MODEL_TRANSPORTS[self.transport].networked
 
     @property
     def outstanding(self) -> int:
@@ -145,7 +145,7 @@ def connections(point: Point, profile: Profile) -> int:
     """
     if point.sessions:
         return point.sessions
-    if point.transport != LOCAL and TRANSPORTS[point.transport].sessions:
+    if MODEL_TRANSPORTS[point.transport].sessions:
         return profile.sessions.get(point.transport, 1)
     per_cpu = max(1, min(point.numjobs, profile.initiator.cores))
     return min(per_cpu, point.queues) if point.queues else per_cpu
@@ -156,7 +156,7 @@ def max_transfer(point: Point, prof: Profile) -> int:
     initiator's default (the registry's)."""
     if point.transport in prof.max_transfer:
         return prof.max_transfer[point.transport]
-    return LOCAL_MAX_TRANSFER if point.transport == LOCAL else TRANSPORTS[point.transport].max_transfer
+    return MODEL_TRANSPORTS[point.transport].max_transfer
 
 
 def with_cores(profile: Profile, cores: int | None, core: str | None = None) -> Profile:
@@ -187,10 +187,12 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         return replace(net, point=point, split=split, bound_iops=net.bound_iops / split)
     nic = prof.nic_for(point.fabric, point.link_gbps)
     mtu = point.mtu or nic.mtu
-    stack = LOCAL if point.transport == LOCAL else point.target_stack or default_stack(prof, point.transport)
+    kind = MODEL_TRANSPORTS[point.transport]
+    if not kind.networked:
+        stack = kind.default_stack
+        return _local(point, prof, stack, stack_cost(prof, stack, point.transport))
+    stack = point.target_stack or default_stack(prof, point.transport)
     cost = stack_cost(prof, stack, point.transport)
-    if point.transport == LOCAL:
-        return _local(point, prof, stack, cost)
     r = recipe(point.transport, point.rw, point.bs, _protocol(prof, stack, point))
     wire = wire_cost(r, point.fabric, mtu)
     stations = _stations(point, prof, nic, stack, cost, wire, r, mtu)

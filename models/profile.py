@@ -37,7 +37,7 @@ from sanlab.models.transports import ProtocolParams
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import problems_from, read_yaml
 from sanlab.scenarios.reading import typed
-from sanlab.scenarios.registry import FABRICS, FabricName
+from sanlab.scenarios.registry import FABRICS, MODEL_STACKS, FabricName
 from sanlab.scenarios.schema import Scenario, Stack
 
 # An interrupt's wake-up of a sleeping thread, per I/O and side (Host.wakeup_us says why).
@@ -388,9 +388,6 @@ PROFILE_DIR = Path(str(resources.files("sanlab.models.profiles")))
 STACKS_FILE = Path(str(resources.files("sanlab.models"))) / "stacks.yaml"
 # The stacks' document in a joint fit, and the prefix of its parameters' names.
 STACKS = "stacks"
-# Stacks without calibration data of their own borrow the costs of the most
-# similar calibrated stack; models/README.md says why each pairing is fair.
-STACK_STAND_INS = {"lio": "scst", "tgt": "scst", "nvmet": "spdk", "scst": "lio", "spdk": "nvmet"}
 
 
 def _faster(fabric: str, link_gbps: float) -> str:
@@ -617,8 +614,9 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
 
 
 def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:
-    """The costs of ``stack/transport``, or of its stand-in stack's."""
-    for candidate in (stack, STACK_STAND_INS.get(stack, stack)):
+    """The costs of ``stack/transport``, or of its stand-in stack's (the registry's ``stand_in``)."""
+    kind = MODEL_STACKS.get(stack)
+    for candidate in (stack, kind.stand_in if kind and kind.stand_in else stack):
         cost = profile.costs.get(f"{candidate}/{transport}")
         if cost is not None:
             return cost

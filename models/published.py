@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sanlab.models.network import LOCAL, Point
+from sanlab.models.network import Point
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.reading import csv_number, read_csv
-from sanlab.scenarios.registry import FABRIC_NAMES, TRANSPORT_NAMES
+from sanlab.scenarios.registry import FABRIC_NAMES, LOCAL, TRANSPORT_NAMES
 from sanlab.scenarios.sizes import parse_size
 
 
@@ -168,7 +168,7 @@ def measured(row: dict[str, str], profile: str, source: str = "table", line: int
     missing = [c for c in REQUIRED if c not in row and not (c in ("transport", "fabric") and "setup" in row)]
     if missing:
         raise SanlabError(f"{source}: no column {', '.join(missing)} (a table has {', '.join(REQUIRED)})")
-    local = row.get("setup") == "local"
+    local = row.get("setup") == LOCAL.name  # the drive measured on its own, no transport between
 
     def number(column: str, low: float, high: float, whole: bool = False) -> float:
         return csv_number(source, line, column, row[column], low, high, whole)
@@ -181,8 +181,8 @@ def measured(row: dict[str, str], profile: str, source: str = "table", line: int
             f"{_where(source, line)}column 'bs' is {row['bs'][:40]!r}; give a size like 4k"
         ) from None
     point = Point(
-        transport=LOCAL if local else _choice(source, line, row, "transport", TRANSPORT_NAMES),
-        fabric="eth" if local else _choice(source, line, row, "fabric", FABRIC_NAMES),
+        transport=LOCAL.name if local else _choice(source, line, row, "transport", TRANSPORT_NAMES),
+        fabric=LOCAL.fabrics[0] if local else _choice(source, line, row, "fabric", FABRIC_NAMES),
         link_gbps=number("link_gbps", 0, 800) or 100.0,
         rw=_choice(source, line, row, "rw", RWS),
         bs=bs,

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sanlab.models.network import LOCAL, Point
+from sanlab.models.network import Point
 from sanlab.models.profile import STACKS_FILE, fit_path
 from sanlab.models.published import Measured
 from sanlab.scenarios.loader import read_yaml
@@ -67,7 +67,7 @@ def measure(rows: Iterable[tuple[Measured, float | None]]) -> dict[str, Reach]:
     reach: dict[str, Reach] = {}
     for row, modelled_iops in rows:
         point = row.point
-        if point.transport == LOCAL:
+        if not point.networked:
             continue
         bw = max(row.bw_mibps, (modelled_iops or 0.0) * point.bs / MIB)
         seen = reach.get(point.transport, Reach(0.0, 0.0))

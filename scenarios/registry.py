@@ -57,6 +57,9 @@ class Stack:
     # Characters a CHAP user name cannot hold on this stack: tgtadm sends
     # "user=NAME,password=SECRET" and tgtd cuts the name at the first comma (usr/mgmt.c).
     chap_name_forbids: str = ""
+    # The calibrated stack whose costs the model borrows when this one has none of its own
+    # (the most similar one; models/README.md says why each pairing is fair).
+    stand_in: str = ""
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ class Transport:
     name: str
     title: str
     family: Literal["scsi", "nvme"]
-    carrier: Literal["tcp", "rdma"]
+    carrier: Literal["tcp", "rdma", "none"]  # "none": no wire at all (LOCAL below)
     port: int  # where its targets listen (IANA, or the stack's own)
     fabrics: tuple[str, ...]  # the fabrics it runs over
     stacks: tuple[str, ...]  # the target stacks that serve it, the default first
@@ -89,6 +92,11 @@ class Transport:
     @property
     def rdma(self) -> bool:
         return self.carrier == "rdma"
+
+    @property
+    def networked(self) -> bool:
+        """A network lies between the application and the drive (every kind but LOCAL)."""
+        return self.carrier != "none"
 
     @property
     def nvme(self) -> bool:
@@ -122,7 +130,15 @@ FABRICS: dict[str, Fabric] = {
 STACKS: dict[str, Stack] = {
     s.name: s
     for s in (
-        Stack("lio", "LIO", emulated=True, configfs=True, shared=("iscsi", "iser"), multipath=True),
+        Stack(
+            "lio",
+            "LIO",
+            emulated=True,
+            configfs=True,
+            shared=("iscsi", "iser"),
+            multipath=True,
+            stand_in="scst",
+        ),
         Stack(
             "tgt",
             "tgt",
@@ -132,12 +148,19 @@ STACKS: dict[str, Stack] = {
             shared=("iscsi", "iser"),
             multipath=True,
             chap_name_forbids=",",
+            stand_in="scst",
         ),
         Stack(
-            "nvmet", "nvmet", emulated=True, configfs=True, shared=("nvme-tcp", "nvme-rdma"), multipath=True
+            "nvmet",
+            "nvmet",
+            emulated=True,
+            configfs=True,
+            shared=("nvme-tcp", "nvme-rdma"),
+            multipath=True,
+            stand_in="spdk",
         ),
-        Stack("scst", "SCST", emulated=False, configfs=False),
-        Stack("spdk", "SPDK", emulated=False, configfs=False),
+        Stack("scst", "SCST", emulated=False, configfs=False, stand_in="lio"),
+        Stack("spdk", "SPDK", emulated=False, configfs=False, stand_in="nvmet"),
     )
 }
 
@@ -210,6 +233,19 @@ TRANSPORTS: dict[str, Transport] = {
         ),
     )
 }  # fmt: skip
+
+# The model's one kind no scenario can ask for: a published row measured on the target's own
+# drive, with no transport, wire or target stack between (only the drive's NVMe driver, whose
+# cost is models/stacks.yaml's "local").  It is in neither TRANSPORTS nor STACKS, so the
+# schema, the command line and validation never offer it; the model reads MODEL_TRANSPORTS.
+LOCAL_STACK = Stack("local", "the drive's own driver", emulated=False, configfs=False)
+LOCAL = Transport(
+    "local", "no transport (the drive itself)", "nvme", "none", 0, ("eth",), (LOCAL_STACK.name,), (),
+    digests=False, chap=False, sessions=False, max_transfer=128 << 10,  # the NVMe drive's max_hw_sectors
+    initiator="", initiator_tools=(), modules=(),
+)  # fmt: skip
+MODEL_TRANSPORTS: dict[str, Transport] = {**TRANSPORTS, LOCAL.name: LOCAL}
+MODEL_STACKS: dict[str, Stack] = {**STACKS, LOCAL_STACK.name: LOCAL_STACK}
 
 # The fabric a TCP transport is placed on, whatever else its link carries, and the one an RDMA
 # transport is projected on when nothing says which.
