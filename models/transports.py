@@ -8,6 +8,7 @@ ImmediateData, in-capsule limits, digests), whose defaults are Linux's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from sanlab.models.wire import GSO_MAX_SIZE, Frame, Message, corked_runs, frames_for
@@ -28,6 +29,7 @@ from sanlab.scenarios.headers import (  # noqa: F401  (re-exported: the recipes'
     TLS_MAX_RECORD,
     TLS_RECORD_HDR,
 )
+from sanlab.scenarios.registry import TRANSPORTS
 
 SRP_IMM_OFFSET = 68  # SRP_CMD + room for additional CDB + the 4-byte immediate descriptor
 
@@ -145,6 +147,25 @@ def _iscsi_pdu(direction: str, data: int, label: str, p: ProtocolParams) -> Mess
     return Message(direction, "stream", size, label, tuple(pushes))
 
 
+Builder = Callable[[str, int, ProtocolParams], Recipe]
+# Each transport's message ladder, registered by its builder under the registry's name.
+_BUILDERS: dict[str, Builder] = {}
+
+
+def builds(transport: str) -> Callable[[Builder], Builder]:
+    """Registers the decorated function as ``transport``'s ladder: a name the registry knows,
+    built once (a typo or a second builder fails at import, not at the first projection)."""
+
+    def register(builder: Builder) -> Builder:
+        if transport not in TRANSPORTS or transport in _BUILDERS:
+            raise AssertionError(f"models/transports.py: {transport!r} unknown or built twice")
+        _BUILDERS[transport] = builder
+        return builder
+
+    return register
+
+
+@builds("iscsi")
 def iscsi(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """RFC 7143: Command, Data-In or (immediate, R2T, Data-Out), Response."""
     msgs: list[Message] = []
@@ -199,16 +220,19 @@ def _rdma_recipe(
     return Recipe(name, rw, bs, msgs, 2)
 
 
+@builds("iser")
 def iser(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """RFC 7145: iSER header + BHS in SENDs; the target moves the data."""
     return _rdma_recipe("iser", rw, bs, ISER_HDR + ISCSI_BHS, ISER_HDR + ISCSI_BHS, p.iser_immediate)
 
 
+@builds("srp")
 def srp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """SRP (T10): SRP_CMD with one direct descriptor; SRP_RSP without sense."""
     return _rdma_recipe("srp", rw, bs, SRP_CMD + SRP_DESC, SRP_RSP, p.srp_immediate, SRP_IMM_OFFSET)
 
 
+@builds("nvme-rdma")
 def nvme_rdma(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """NVMe/RDMA: 64-byte SQE capsule (inline data for small writes), 16-byte CQE."""
     return _rdma_recipe("nvme-rdma", rw, bs, NVME_SQE, NVME_CQE, p.nvme_rdma_inline)
@@ -223,6 +247,7 @@ def sealed(size: int, p: ProtocolParams) -> int:
     return size + records * (TLS_RECORD_HDR + TLS_INNER_TYPE + TLS_AEAD_TAG)
 
 
+@builds("nvme-tcp")
 def nvme_tcp(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     """NVMe/TCP: CapsuleCmd, C2HData or (in-capsule | R2T + H2CData), CapsuleResp (each
     sealed in TLS records with ``tls``)."""
@@ -261,9 +286,6 @@ def _nvme_tcp_plain(rw: str, bs: int, p: ProtocolParams) -> Recipe:
         Message("in", "stream", NVME_TCP_RESP + hd, "capsule-resp"),
     )
     return Recipe("nvme-tcp", rw, bs, msgs, 2)
-
-
-_BUILDERS = {"iscsi": iscsi, "iser": iser, "srp": srp, "nvme-tcp": nvme_tcp, "nvme-rdma": nvme_rdma}
 
 
 def recipe(transport: str, rw: str, bs: int, params: ProtocolParams | None = None) -> Recipe:
