@@ -88,6 +88,9 @@ class Transport:
     tls: bool = False  # a TLS 1.3 secure channel of its own (NVMe/TCP transport spec 3.6)
     # What carries a SCSI command on the wire before its CDB, as a ladder names it ("SRP_CMD: ").
     command_envelope: str = ""
+    # The TCP ports a capture's streams are framed as this transport on (every stack's portal;
+    # an RDMA transport's traffic is recognised by its own headers instead).
+    tcp_ports: tuple[int, ...] = ()
 
     @property
     def rdma(self) -> bool:
@@ -206,6 +209,7 @@ TRANSPORTS: dict[str, Transport] = {
             ("lio", "tgt", "scst", "spdk"), ("lio", "tgt"), digests=True, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi", initiator_tools=("iscsiadm",),
             modules=("iscsi_tcp", "iscsi_target_mod"), multipath="dm-multipath",
+            tcp_ports=ports.ISCSI_TCP_PORTS,
         ),
         Transport(
             "iser", "iSER", "scsi", "rdma", ports.ISCSI_PORT, ("roce", "iwarp", "ib"),
@@ -224,6 +228,7 @@ TRANSPORTS: dict[str, Transport] = {
             ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-tcp)", initiator_tools=("nvme",),
             modules=("nvme_tcp", "nvmet_tcp"), multipath="native", tls=True,
+            tcp_ports=(ports.NVME_PORT,),
         ),
         Transport(
             "nvme-rdma", "NVMe/RDMA", "nvme", "rdma", ports.NVME_PORT, ("roce", "iwarp", "ib"),
@@ -233,6 +238,14 @@ TRANSPORTS: dict[str, Transport] = {
         ),
     )
 }  # fmt: skip
+
+# The order in which the analyser names a capture by what it saw, when it saw several: the
+# first transport seen names the capture (the others are listed beside it), and the first
+# fabric seen its fabric (none seen: the plain one).
+DETECTION_ORDER: tuple[str, ...] = ("srp", "iser", "nvme-rdma", "nvme-tcp", "iscsi")
+FABRIC_DETECTION_ORDER: tuple[str, ...] = ("iwarp", "roce")
+# Each TCP port a capture's streams are framed on, and the transport they are framed as.
+TCP_PORTS: dict[int, str] = {port: t.name for t in TRANSPORTS.values() for port in t.tcp_ports}
 
 # The model's one kind no scenario can ask for: a published row measured on the target's own
 # drive, with no transport, wire or target stack between (only the drive's NVMe driver, whose
@@ -263,6 +276,8 @@ if (tuple(TRANSPORTS), tuple(FABRICS), tuple(STACKS), tuple(GUESTS)) != (
     GUEST_NAMES,
 ):
     raise AssertionError("registry: the objects and the name types must list the same names, in order")
+if sorted(DETECTION_ORDER) != sorted(TRANSPORTS) or not set(FABRIC_DETECTION_ORDER) <= set(FABRICS):
+    raise AssertionError("registry: DETECTION_ORDER must rank every transport, and only known fabrics")
 
 
 def names(items: Mapping[str, object], **facts: object) -> tuple[str, ...]:
