@@ -107,7 +107,7 @@ def meaning(frame: Frame, io: Io) -> str:
         elif isinstance(unit, str):  # a non-I/O PDU: login, keep-alive…
             words.append(unit)
         else:
-            words.append({"srp": "SRP_RSP", "iser": "SCSI Response"}.get(frame.transport, "NVMe completion"))
+            words.append(_response(frame))
     if frame.bth >= 0:
         carrier = RC_NAMES.get(frame.bth, f"RC opcode {frame.bth}")
         return f"{' + '.join(words)} ({carrier})" if words else carrier
@@ -117,6 +117,13 @@ def meaning(frame: Frame, io: Io) -> str:
         return " + ".join([*words, *data]) or " + ".join(dict.fromkeys(carriers))
     parts = [fmt(m).format(size=size) for rx, fmt in TCP_PDUS for m in [rx.search(frame.label)] if m]
     return " + ".join(dict.fromkeys(parts))
+
+
+def _response(frame: Frame) -> str:
+    """A response by its transport's name for it (the registry's); an NVMe completion when the
+    frame names no transport (a CQE found by its queue)."""
+    transport = TRANSPORTS.get(frame.transport)
+    return transport.response if transport is not None else "NVMe completion"
 
 
 def _command(command: Command, frame: Frame, size: str) -> str:

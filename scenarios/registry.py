@@ -88,6 +88,8 @@ class Transport:
     tls: bool = False  # a TLS 1.3 secure channel of its own (NVMe/TCP transport spec 3.6)
     # What carries a SCSI command on the wire before its CDB, as a ladder names it ("SRP_CMD: ").
     command_envelope: str = ""
+    # What a ladder calls the target's answer to a command.
+    response: str = "NVMe completion"
     # The TCP ports a capture's streams are framed as this transport on (every stack's portal;
     # an RDMA transport's traffic is recognised by its own headers instead).
     tcp_ports: tuple[int, ...] = ()
@@ -208,20 +210,20 @@ TRANSPORTS: dict[str, Transport] = {
             "iscsi", "iSCSI", "scsi", "tcp", ports.ISCSI_PORT, ("eth", "iwarp"),
             ("lio", "tgt", "scst", "spdk"), ("lio", "tgt"), digests=True, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi", initiator_tools=("iscsiadm",),
-            modules=("iscsi_tcp", "iscsi_target_mod"), multipath="dm-multipath",
+            modules=("iscsi_tcp", "iscsi_target_mod"), multipath="dm-multipath", response="SCSI Response",
             tcp_ports=ports.ISCSI_TCP_PORTS,
         ),
         Transport(
             "iser", "iSER", "scsi", "rdma", ports.ISCSI_PORT, ("roce", "iwarp", "ib"),
             ("lio", "tgt", "scst"), ("lio",), digests=False, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi (iSER)", initiator_tools=("iscsiadm",),
-            modules=("ib_iser", "ib_isert"), multipath="dm-multipath",
+            modules=("ib_iser", "ib_isert"), multipath="dm-multipath", response="SCSI Response",
         ),
         Transport(
             "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
             ("lio", "scst"), (), digests=False, chap=False, sessions=False,
             max_transfer=_SCSI_MAX, initiator="ib_srp", initiator_tools=(),
-            modules=("ib_srp", "ib_srpt"), command_envelope="SRP_CMD: ",
+            modules=("ib_srp", "ib_srpt"), command_envelope="SRP_CMD: ", response="SRP_RSP",
         ),
         Transport(
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
