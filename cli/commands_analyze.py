@@ -39,6 +39,12 @@ from sanlab.validation import writable_dir
 @click.option(
     "--latency", type=click.Path(path_type=Path), metavar="FILE.png", help="Draw latency per operation."
 )
+@click.option(
+    "--keylog",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="TLS session keys (NSS key log) to open NVMe/TCP inside TLS [default: PCAP's .keylog beside it].",
+)
 def analyze(
     pcap: Path,
     as_json: bool,
@@ -46,6 +52,7 @@ def analyze(
     ladder: Path | None,
     io_index: int,
     latency: Path | None,
+    keylog: Path | None,
 ) -> None:
     """Turn a capture into per-I/O wire recipes and latencies.
 
@@ -67,7 +74,7 @@ def analyze(
             for picture, option in ((ladder, "--ladder"), (latency, "--latency"))
             if picture is not None
         }
-        result = run_analysis(pcap, decode_as, labels=ladder is not None)
+        result = run_analysis(pcap, decode_as, labels=ladder is not None, keylog=keylog)
         if ladder is not None:
             _draw_ladder(result, io_index, ladder, saves["--ladder"])
         if latency is not None:
@@ -121,11 +128,25 @@ def analyze(
         click.echo(line)
     if result.others:
         click.echo("other traffic: " + ", ".join(f"{t.name} {t.frames} frames" for t in result.others))
+    for line in _tls_lines(result):
+        click.echo(line)
+
+
+def _tls_lines(result: Analysis) -> list[str]:
+    """What TLS added per I/O when its keys opened it; one line when they did not."""
+    lines = [
+        f"  TLS {g.op} {format_size(g.bytes)}: {g.tls_bytes_per_io:.0f} B/I/O of record headers, types "
+        f"and tags, {g.tls_records_per_io:.2f} records/I/O, {g.tls_splits_per_io:.2f} PDU splits/I/O"
+        for g in result.groups
+        if g.tls_records_per_io
+    ]
     if result.encrypted:
-        click.echo(
-            "NVMe/TCP inside TLS: its streams are TLS records, so their PDUs (commands, data, "
-            "responses) cannot be read here; the run's own records say what its I/O did"
+        how = "its key log did not open them" if result.keylog else "no key log (--keylog, or PCAP.keylog)"
+        lines.append(
+            f"NVMe/TCP inside TLS, {how}: {result.tls_records:,} TLS records counted, their PDUs "
+            "(commands, data, responses) not read"
         )
+    return lines
 
 
 def _legend(result: Analysis) -> list[str]:

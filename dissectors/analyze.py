@@ -24,6 +24,7 @@ from sanlab.dissectors.attribute import Io, Owner, attribute
 from sanlab.dissectors.frames import DECODE_AS, Frame, read_frames
 from sanlab.dissectors.framing import TLS_RECORD
 from sanlab.dissectors.rewrites import Rewrite, rewritten_retransmissions
+from sanlab.dissectors.tls import read_keylog
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.ports import ISCSI_TCP_PORTS, NVME_PORT
 from sanlab.scenarios.registry import TRANSPORTS, names
@@ -43,6 +44,11 @@ class Group:
     round_trips_per_io: float
     lat_mean_us: float
     lat_p99_us: float
+    # NVMe/TCP inside TLS, opened with its keys: record headers, inner types and tags (bytes),
+    # the records that begin in the I/O's PDUs, and the records its PDUs are split over past one
+    tls_bytes_per_io: float = 0.0
+    tls_records_per_io: float = 0.0
+    tls_splits_per_io: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ class Analysis:
     duplicates: int = 0
     # TCP retransmissions that carried other bytes than the segment they repeat (rewrites.py)
     rewrites: list[Rewrite] = field(default_factory=list)
+    # NVMe/TCP inside TLS: the key log that opened it ("" without one), and its records left shut
+    keylog: str = ""
+    tls_records: int = 0
 
     @property
     def encrypted(self) -> bool:
@@ -85,10 +94,18 @@ class Analysis:
             "duplicate_frames": self.duplicates,
             "rewritten_retransmissions": [r.document() for r in self.rewrites],
             "max_in_flight": self.max_in_flight,
-            "groups": [g.__dict__ for g in self.groups],
+            "groups": [_group_document(g) for g in self.groups],
+            **({"keylog": self.keylog} if self.keylog else {}),
+            **({"tls_records_unopened": self.tls_records} if self.tls_records else {}),
             "others": [t.__dict__ for t in self.others],
             "totals": {"frames": self.frames, "bytes": self.bytes},
         }
+
+
+def _group_document(group: Group) -> dict[str, object]:
+    """A group's figures; TLS's only where there is TLS (a plain capture's document is unchanged)."""
+    tls = ("tls_bytes_per_io", "tls_records_per_io", "tls_splits_per_io")
+    return {k: v for k, v in group.__dict__.items() if k not in tls or group.tls_records_per_io}
 
 
 def summarise(ios: list[Io], transport_of: Callable[[Io], str] = lambda io: "") -> list[Group]:
@@ -113,6 +130,9 @@ def summarise(ios: list[Io], transport_of: Callable[[Io], str] = lambda io: "") 
                 round_trips_per_io=round(statistics.mean(io.round_trips for io in members), 3),
                 lat_mean_us=round(statistics.mean(lats), 1),
                 lat_p99_us=round(p99, 1),
+                tls_bytes_per_io=round(sum(io.tls_bytes for io in members) / n, 1),
+                tls_records_per_io=round(sum(io.tls_records for io in members) / n, 3),
+                tls_splits_per_io=round(sum(io.tls_splits for io in members) / n, 3),
             )
         )
     return out
@@ -234,15 +254,26 @@ def _no_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def analyze(pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False) -> Analysis:
+def keylog_beside(pcap: Path) -> Path | None:
+    """The TLS key log a run keeps beside its capture (``LINK.keylog`` by ``LINK.pcap``)."""
+    found = pcap.with_suffix(".keylog")
+    return found if found.is_file() else None
+
+
+def analyze(
+    pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False, keylog: Path | None = None
+) -> Analysis:
     """The capture's I/Os and other traffic; ``labels`` keeps each frame's Wireshark summary
-    (for a ladder diagram: it is most of a frame's memory)."""
+    (for a ladder diagram: it is most of a frame's memory).  ``keylog`` (default: the one
+    beside the capture) opens NVMe/TCP inside TLS."""
+    keylog = keylog or keylog_beside(pcap)
     with _no_cycle_collection():
-        return _analyze(pcap, decode_as, labels)
+        return _analyze(pcap, decode_as, labels, keylog)
 
 
-def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
-    frames, seen, duplicates = read_frames(pcap, decode_as, labels)
+def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool, keylog: Path | None) -> Analysis:
+    keys = read_keylog(keylog) if keylog else None
+    frames, seen, duplicates = read_frames(pcap, decode_as, labels, keylog)
     kinds = _tcp_kinds(frames, decode_as)
     seen |= set(kinds.values())
     transports = [t for t in TRANSPORT_ORDER if t in seen]
@@ -255,7 +286,7 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
         )
     fabric = "iwarp" if "iwarp" in seen else "roce" if "roce" in seen else "eth"
     servers = {int(r.split("==")[1].split(",")[0]) for r in decode_as if DECODE_AS.match(r)}
-    result = attribute(pcap, frames, kinds, {*ISCSI_TCP_PORTS, NVME_PORT, *servers})
+    result = attribute(pcap, frames, kinds, {*ISCSI_TCP_PORTS, NVME_PORT, *servers}, keys)
     for frame in frames:
         owner = result.owners[frame.number]
         if isinstance(owner, Io):
@@ -274,6 +305,8 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool) -> Analysis:
         transports,
         duplicates,
         [replace(r, owner=_whose(result.owners.get(r.first_frame))) for r in rewritten_retransmissions(pcap)],
+        str(keylog) if keylog else "",
+        result.tls_records,
     )
 
 

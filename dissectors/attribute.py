@@ -25,9 +25,18 @@ from pathlib import Path
 
 from sanlab.dissectors import frames as fr
 from sanlab.dissectors.frames import Command, Fpdu, Frame, Response, Unit
-from sanlab.dissectors.framing import IscsiDigests, IscsiFramer, NvmeQueue, NvmeTcpFramer, Pdu, Window
+from sanlab.dissectors.framing import (
+    TLS_RECORD,
+    IscsiDigests,
+    IscsiFramer,
+    NvmeQueue,
+    NvmeTcpFramer,
+    Pdu,
+    Window,
+)
 from sanlab.dissectors.rawframes import each_tcp_payload
 from sanlab.dissectors.tcpstreams import Connection, Direction, connections
+from sanlab.dissectors.tls import KeyLog, TlsSession
 
 
 @dataclass(eq=False)
@@ -45,6 +54,10 @@ class Io:
     category: str = ""
     start: float = 0.0
     end: float | None = None
+    # Inside TLS with its keys: what the records add to this task's PDUs (framing.Pdu)
+    tls_records: int = 0
+    tls_bytes: int = 0
+    tls_splits: int = 0
 
     @property
     def complete(self) -> bool:
@@ -73,6 +86,7 @@ class Attribution:
 
     tasks: list[Io]
     owners: dict[int, Owner]
+    tls_records: int = 0  # TLS records no key opened (NVMe/TCP inside TLS, without its keys)
 
 
 class Attributor:
@@ -288,14 +302,16 @@ class _DirectionFramer:
 Placed = list[tuple["_DirectionFramer", int, int]]  # a frame's storage bytes: framer, offset, length
 
 
-def _framers(tcp: dict[int, Connection], kinds: dict[int, str]) -> dict[int, Placed]:
-    """For each frame that carries storage bytes: the framer of its direction, and where its bytes go."""
+def _framers(tcp: dict[int, Connection], kinds: dict[int, str], keys: KeyLog | None) -> dict[int, Placed]:
+    """For each frame that carries storage bytes: the framer of its direction, and where its bytes go.
+    With TLS session keys, an NVMe/TCP connection inside TLS is opened and framed (tls.py)."""
     by_frame: dict[int, Placed] = {}
     for conn in tcp.values():
         kind = kinds.get(conn.stream)
         if not kind:
             continue
-        shared: IscsiDigests | NvmeQueue = IscsiDigests() if kind == "iscsi" else NvmeQueue()
+        session = TlsSession(keys) if keys else None
+        shared: IscsiDigests | NvmeQueue = IscsiDigests() if kind == "iscsi" else NvmeQueue(session=session)
         for direction in conn.directions.values():
             framer = IscsiFramer(shared) if isinstance(shared, IscsiDigests) else NvmeTcpFramer(shared)
             each = _DirectionFramer(conn, direction, framer)
@@ -304,13 +320,15 @@ def _framers(tcp: dict[int, Connection], kinds: dict[int, str]) -> dict[int, Pla
     return by_frame
 
 
-def _pdu_events(pcap: Path, tcp: dict[int, Connection], kinds: dict[int, str]) -> list[PduEvent]:
+def _pdu_events(
+    pcap: Path, tcp: dict[int, Connection], kinds: dict[int, str], keys: KeyLog | None = None
+) -> list[PduEvent]:
     """Every iSCSI and NVMe/TCP PDU of the capture, placed at the frame that carried its first byte.
 
     The capture's TCP payloads are read once, in order, and framed as they
     come (one Window a direction), so memory does not grow with the capture.
     """
-    by_frame = _framers(tcp, kinds)
+    by_frame = _framers(tcp, kinds, keys)
     events: list[PduEvent] = []
     for number, payload in each_tcp_payload(pcap, set(by_frame)) if by_frame else ():
         for framer, offset, length in by_frame[number]:
@@ -349,20 +367,29 @@ def _ack_owner(frame: Frame, conn: Connection, owners: dict[int, Owner]) -> Owne
 
 
 def attribute(
-    pcap: Path, frames: list[Frame], tcp_kinds: dict[int, str], server_ports: set[int]
+    pcap: Path,
+    frames: list[Frame],
+    tcp_kinds: dict[int, str],
+    server_ports: set[int],
+    keys: KeyLog | None = None,
 ) -> Attribution:
-    """Owners for every frame.  tcp_kinds names the TCP streams to frame as iscsi or nvme-tcp."""
+    """Owners for every frame.  tcp_kinds names the TCP streams to frame as iscsi or nvme-tcp;
+    ``keys`` (an NSS key log, tls.read_keylog) opens NVMe/TCP inside TLS."""
     tcp = connections(frames, server_ports)
     engine = Attributor(frames)
     engine.pair_qps()
-    events = _pdu_events(pcap, tcp, tcp_kinds)
+    events = _pdu_events(pcap, tcp, tcp_kinds, keys)
     pdu_owners: dict[int, Owner] = {}
     pending = iter(enumerate(events))
     next_event = next(pending, None)
     for frame in frames:
         while next_event is not None and next_event[1].frame <= frame.number:
             index, event = next_event
-            pdu_owners[index] = engine.pdu(event.conn, event.pdu, event.first, event.last)
+            task = pdu_owners[index] = engine.pdu(event.conn, event.pdu, event.first, event.last)
+            if isinstance(task, Io) and event.pdu.tls_records + event.pdu.tls_bytes:
+                task.tls_records += event.pdu.tls_records
+                task.tls_bytes += event.pdu.tls_bytes
+                task.tls_splits += event.pdu.tls_splits
             next_event = next(pending, None)
         owner = _rdma_owner(engine, frame)
         if owner is not None:
@@ -374,7 +401,8 @@ def attribute(
                 engine.owners.setdefault(number, engine.owners[frame.number])
     for frame in _unowned(frames, engine.owners):
         engine.owners[frame.number] = _other_owner(frame, tcp, engine.owners)
-    return Attribution(engine.tasks, engine.owners)
+    shut = sum(1 for e in events if e.pdu.category == TLS_RECORD)
+    return Attribution(engine.tasks, engine.owners, shut)
 
 
 def _rdma_owner(engine: Attributor, frame: Frame) -> Owner | None:

@@ -279,8 +279,11 @@ def fields_for(labels: bool) -> tuple[str, ...]:
     return FIELDS if labels else tuple(f for f in FIELDS if f != INFO)
 
 
-def tshark_argv(pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS) -> list[str]:
-    """tshark's command line for the fields the analyser reads, one frame a line."""
+def tshark_argv(
+    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS, keylog: Path | None = None
+) -> list[str]:
+    """tshark's command line for the fields the analyser reads, one frame a line; with a TLS
+    key log, tshark decrypts (its path is an argument, its secrets are never on a command line)."""
     tshark = shutil.which("tshark")
     if tshark is None:
         raise ToolMissing("tshark", "install it with: apt-get install tshark")
@@ -292,6 +295,8 @@ def tshark_argv(pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] 
             )
     args = [tshark, *tshark_args(), "-r", str(pcap), "-T", "fields"]
     args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
+    if keylog is not None:
+        args += ["-o", f"tls.keylog_file:{keylog}"]
     for rule in (*_sanlab_ports(), *decode_as):
         args += ["-d", rule]
     for name in fields:
@@ -300,14 +305,14 @@ def tshark_argv(pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] 
 
 
 def tshark_rows(
-    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS
+    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS, keylog: Path | None = None
 ) -> Iterator[dict[str, str]]:
     """tshark's rows, one frame at a time as tshark writes them: never the whole output at once.
 
     A 200 MB capture makes some 400 MB of text; holding it, and a dict per
     frame, took five times the capture's size.  Streaming keeps one row.
     """
-    argv = tshark_argv(pcap, decode_as, fields)
+    argv = tshark_argv(pcap, decode_as, fields, keylog)
     check_file(pcap)
     padding = [""] * len(fields)
     with tempfile.TemporaryFile() as errors:
@@ -360,7 +365,7 @@ class _RowCheck:
 
 
 def read_frames(
-    pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False
+    pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False, keylog: Path | None = None
 ) -> tuple[list[Frame], set[str], int]:
     """Every frame of the capture, the transports and fabrics seen in it, and how many frames
     were exact duplicates of an earlier one (left out: a capture merged with itself, say).
@@ -370,7 +375,7 @@ def read_frames(
     check = _RowCheck()
     fingerprints: set[int] = set()  # hashes, not the tuples: a few bytes a frame
     duplicates = 0
-    for row in tshark_rows(pcap, decode_as, fields_for(labels)):
+    for row in tshark_rows(pcap, decode_as, fields_for(labels), keylog):
         check.see(row)
         if row["ip.id"]:
             fingerprint = hash(tuple(row[name] for name in DUPLICATE_KEY))

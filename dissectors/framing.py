@@ -13,8 +13,12 @@ what the command asks: operation, bytes, LBA.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sanlab.scenarios.headers import DIGEST, ISCSI_BHS, NVME_SQE, TLS_RECORD_HDR
+
+if TYPE_CHECKING:
+    from sanlab.dissectors.tls import OpenedStream, TlsSession
 
 # iSCSI opcodes (RFC 7143 section 11), as the first byte's low six bits.
 ISCSI_NOP_OUT, ISCSI_COMMAND, ISCSI_TMF, ISCSI_LOGIN, ISCSI_TEXT, ISCSI_DATA_OUT = (
@@ -68,6 +72,11 @@ class Pdu:
     nbytes: int = 0
     lba: int = -1
     blocks: int = 0
+    # Inside TLS (tls.py): the records that begin in the PDU's span, the bytes TLS adds to it
+    # (headers, inner types, tags) and the records past the first its bytes are split over.
+    tls_records: int = 0
+    tls_bytes: int = 0
+    tls_splits: int = 0
 
 
 def _pad4(n: int) -> int:
@@ -194,15 +203,18 @@ def _iscsi_pdu(start: int, end: int, bhs: bytes, digests: IscsiDigests) -> Pdu:
 
 @dataclass
 class NvmeQueue:
-    """What an NVMe/TCP connection carries: learnt from its Fabrics Connect."""
+    """What an NVMe/TCP connection carries: learnt from its Fabrics Connect.  With the TLS
+    session's keys (``session``, a tls.TlsSession), its records are opened and framed."""
 
     qid: int = -1
     discovery: bool = False
+    session: TlsSession | None = None
 
 
 # TLS record content types (RFC 8446 B.1): change_cipher_spec, alert, handshake, application_data.
 TLS_CONTENT_TYPES = (20, 21, 22, 23)
 TLS_RECORD = "TLS record (encrypted NVMe/TCP)"
+TLS_HANDSHAKE = "TLS handshake"
 
 
 def starts_tls(head: bytes) -> bool:
@@ -216,12 +228,13 @@ class NvmeTcpFramer:
     a direction that begins with a TLS record (NVMe/TCP's secure channel) into its records,
     whose contents cannot be read."""
 
-    def __init__(self, queue: NvmeQueue):
+    def __init__(self, queue: NvmeQueue, plain: bool = False):
         self.queue, self.at = queue, 0
-        self.tls = False
+        self.tls, self.plain = False, plain  # plain: TLS's opened application data, never records
+        self.opened: OpenedStream | None = None
 
     def pdus(self, stream: bytes | Window) -> list[Pdu]:
-        if self.at == 0 and not self.tls and starts_tls(stream[:3]):
+        if self.at == 0 and not self.tls and not self.plain and starts_tls(stream[:3]):
             self.tls = True
         if self.tls:
             return self._records(stream)
@@ -241,10 +254,21 @@ class NvmeTcpFramer:
             end = at + TLS_RECORD_HDR + int.from_bytes(stream[at + 3 : at + 5], "big")
             if end > len(stream):
                 break
-            records.append(Pdu(at, end, category=TLS_RECORD))
+            if self.queue.session is None:
+                records.append(Pdu(at, end, category=TLS_RECORD))
+            else:
+                records += self._opened().record(at, end, stream[at:end])
             at = end
         self.at = at
         return records
+
+    def _opened(self) -> OpenedStream:
+        if self.opened is None:
+            from sanlab.dissectors.tls import OpenedStream
+
+            assert self.queue.session is not None
+            self.opened = OpenedStream(self.queue.session, NvmeTcpFramer(self.queue, plain=True))
+        return self.opened
 
 
 def nvme_tcp_pdus(stream: bytes, queue: NvmeQueue) -> list[Pdu]:

@@ -328,18 +328,30 @@ iwarp:register_heuristic("tcp", heuristic)
 
 local tcp_port = DissectorTable.get("tcp.port")
 local nvme_tcp = tcp_port:get_dissector(NVME_PORT)
+local tls = Dissector.get("tls")
+-- NVMe/TCP inside TLS (its secure channel, TP 8011): Wireshark 4.0's NVMe/TCP dissector
+-- reads a TLS record as a PDU of unknown type 22.  A stream that begins with a TLS record
+-- goes to the TLS dissector, which (with tls.keylog_file) decrypts it and hands the
+-- application data to NVMe/TCP through the tls.port table.
+local function starts_tls(tvb)
+  if tvb:len() < 3 then return false end
+  local kind, major, minor = tvb(0, 1):uint(), tvb(1, 1):uint(), tvb(2, 1):uint()
+  return kind >= 20 and kind <= 23 and major == 3 and minor >= 1 and minor <= 4
+end
 local on_4420 = Proto("sanlab_iwarp_4420", "iWARP or NVMe/TCP on port 4420")
 function on_4420.dissector(tvb, pinfo, root)
   local key = stream_key(pinfo)
   if streams[key] == nil then
     local head = tvb:len() >= 16 and tvb(0, 16):string() or ""
-    streams[key] = (head == KEY_REQ or head == KEY_REP) and "iwarp" or "other"
+    streams[key] = (head == KEY_REQ or head == KEY_REP) and "iwarp" or (starts_tls(tvb) and "tls") or "other"
   end
   if streams[key] == "iwarp" then return dissect_stream(tvb, pinfo, root) end
-  if not nvme_tcp then return 0 end
   pinfo.can_desegment = pinfo.can_desegment + 1
+  if streams[key] == "tls" and tls then return tls:call(tvb, pinfo, root) end
+  if not nvme_tcp then return 0 end
   return nvme_tcp:call(tvb, pinfo, root)
 end
+if nvme_tcp and tls then pcall(function() DissectorTable.get("tls.port"):add(NVME_PORT, nvme_tcp) end) end
 if nvme_tcp then tcp_port:add(NVME_PORT, on_4420) end
 
 -- iSER and NVMe/RDMA over InfiniBand/RoCE: a CM REQ to port 3260 or 4420 carries the

@@ -263,10 +263,11 @@ class OutputFolder:
             self.files.setdefault(name, None)
         self.stamp(names)
 
-    def write_bytes(self, name: str, data: bytes) -> Path:
+    def write_bytes(self, name: str, data: bytes, mode: int | None = None) -> Path:
         """Write ``name`` whole, its stamp first: the manifest names the temporary before it
         exists and both stamps (old and new) before the rename, so a kill at any moment leaves
-        a file the manifest vouches for; a full or read-only disk is one line, nothing left."""
+        a file the manifest vouches for; a full or read-only disk is one line, nothing left.
+        ``mode`` is the file's from its creation (0o600 for a secret: never readable by others)."""
         name = _checked_name(name)
         where = f"{self.option} {self.root / name}"
         with signals_held():
@@ -283,7 +284,13 @@ class OutputFolder:
                 fd = self._parent_fd(name)
                 try:
                     new = write_at(
-                        fd, base, data, where=where, temporary=tmp, before_rename=self._pending(name, old)
+                        fd,
+                        base,
+                        data,
+                        where=where,
+                        mode=mode,
+                        temporary=tmp,
+                        before_rename=self._pending(name, old),
                     )
                 finally:
                     os.close(fd)

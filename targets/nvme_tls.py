@@ -13,6 +13,13 @@ TLS on a port with ``addr_tsas tls1.3``; the host with ``nvme connect
 A key sanlab inserted is invalidated when its export or connection ends.
 tlshd stays up for the guest's life, as iscsid does, with a configuration
 of sanlab's own (``/run``), never ``/etc/tlshd.conf``.
+
+tlshd does the handshake with GnuTLS, which writes each session's secrets
+in the NSS key log format to the file ``SSLKEYLOGFILE`` names (GnuTLS
+3.8.9 on the Debian 13 guest; checked by the golden capture's key log
+decrypting it).  sanlab starts tlshd with that variable and a umask of
+077, so the key log in ``/run`` is root's alone; a captured run copies it
+beside the capture (``keep_keys``), where the analyser decrypts with it.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from sanlab.targets.host import Host, StackError, sh
 CONF = "/run/sanlab-tlshd.conf"
 CONFIG = "[authenticate]\nkeyrings=.nvme\n"
 LOG = "/var/log/sanlab-tlshd.log"
+KEYLOG = "/run/sanlab-tlshd.keylog"  # GnuTLS appends every handshake's secrets here (mode 0600)
 # kTLS and the AEADs a TLS 1.3 handshake may settle on; nvme-tcp registers the keyring's
 # "psk" key type.
 MODULES = ("tls", "gcm", "ccm", "chacha20poly1305", "aesni_intel", "ghash_clmulni_intel", "nvme_tcp")
@@ -48,11 +56,33 @@ def start_tlshd(host: Host) -> None:
         f"for m in {modules}; do modprobe $m 2>/dev/null || true; done\n"
         f"printf %s {shlex.quote(CONFIG)} > {CONF}\n"
         "pidof tlshd >/dev/null && exit 0\n"
-        f"setsid tlshd -c {CONF} -s >>{LOG} 2>&1 </dev/null &\n"
+        f"(umask 077; SSLKEYLOGFILE={KEYLOG} setsid tlshd -c {CONF} -s >>{LOG} 2>&1 </dev/null &)\n"
         "for i in $(seq 20); do pidof tlshd >/dev/null && exit 0; sleep 0.25; done\n"
         f"tail -n 3 {LOG} >&2; exit 1",
         "starting tlshd",
     )
+
+
+def session_keys(host: Host) -> bytes:
+    """The key log tlshd's GnuTLS wrote on ``host`` (empty if it made no handshake).
+
+    Read with ``Host.get``, never through a command's output, so the secrets
+    never pass through anything that logs or prints what a command said."""
+    if getattr(host, "dry_run", False):
+        return b""
+    if not host.run(f"test -s {KEYLOG}", timeout=30).ok:
+        return b""
+    return host.get(KEYLOG)
+
+
+def merged_key_logs(logs: list[bytes]) -> bytes:
+    """One NSS key log from both ends' (each end logs the same secrets): every line once, in order."""
+    seen: dict[bytes, None] = {}
+    for log in logs:
+        for line in log.splitlines():
+            if line.strip() and not line.startswith(b"#"):
+                seen.setdefault(line.strip(), None)
+    return b"".join(line + b"\n" for line in seen)
 
 
 @contextmanager
