@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from sanlab.scenarios.parts import Layout, Link, Target
 from sanlab.scenarios.registry import FABRICS
-from sanlab.scenarios.schema import Link, Scenario, Target
 from sanlab.scenarios.topology import Port, initiators_of, link_name, ports, segments, target_link
 
 LinkKind = Literal["cable", "port", "trunk"]
@@ -112,7 +112,7 @@ def _kind(link: Link, switches: set[str]) -> LinkKind:
     return "cable" if at_switch == 0 else "port" if at_switch == 1 else "trunk"
 
 
-def resolve(scenario: Scenario) -> Plan:
+def resolve(scenario: Layout) -> Plan:
     """Work out the plan of a scenario; it tolerates a scenario that does not validate
     (a target with no link gets ``link=None``), so validation can read it too."""
     switches = {s.name for s in scenario.switches}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sanlab.scenarios.schema import Link, Scenario, Target
+from sanlab.scenarios.parts import Layout, Link, Target
 
 # The VM that runs the switches (Mininet); no host may take its name.
 FABRIC_HOST = "fabric"
@@ -23,11 +23,11 @@ def link_name(link: Link, index: int) -> str:
     return link.name or f"link{index}"
 
 
-def switch_names(scenario: Scenario) -> list[str]:
+def switch_names(scenario: Layout) -> list[str]:
     return [s.name for s in scenario.switches]
 
 
-def is_switched(scenario: Scenario, link: Link) -> bool:
+def is_switched(scenario: Layout, link: Link) -> bool:
     """Does the link end at a switch (rather than join two hosts)?"""
     switches = set(switch_names(scenario))
     return any(end in switches for end in link.endpoints)
@@ -44,7 +44,7 @@ class Port:
     segment: int
 
 
-def segments(scenario: Scenario) -> dict[str, int]:
+def segments(scenario: Layout) -> dict[str, int]:
     """Each switch's segment: switches joined by links, numbered in the order they are declared."""
     switches = switch_names(scenario)
     parent = {s: s for s in switches}
@@ -64,7 +64,7 @@ def segments(scenario: Scenario) -> dict[str, int]:
     return {s: numbers[root(s)] for s in switches}
 
 
-def ports(scenario: Scenario) -> list[Port]:
+def ports(scenario: Layout) -> list[Port]:
     """Every host-to-switch link, in the order the scenario declares them."""
     segment = segments(scenario)
     found = []
@@ -76,7 +76,7 @@ def ports(scenario: Scenario) -> list[Port]:
     return found
 
 
-def target_link(scenario: Scenario, target: Target) -> tuple[int, Link] | None:
+def target_link(scenario: Layout, target: Target) -> tuple[int, Link] | None:
     """The link a target serves on: the named one (a multipath target's first path), or its
     host's only link."""
     links = list(enumerate(scenario.links))
@@ -87,7 +87,7 @@ def target_link(scenario: Scenario, target: Target) -> tuple[int, Link] | None:
     return touching[0] if len(touching) == 1 else None
 
 
-def initiators_of(scenario: Scenario, target: Target) -> list[tuple[str, str]]:
+def initiators_of(scenario: Layout, target: Target) -> list[tuple[str, str]]:
     """(initiator host, the link it reaches the target by), one per initiator that runs fio.
 
     On a cable, the host at its other end.  On a switch, every initiator
