@@ -30,7 +30,7 @@ from sanlab.emulator.qemu import qemu_binary, version_line
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.sizes import EXEC_TIMEOUT
-from sanlab.targets.lab_targets import stop_all
+from sanlab.targets.sessions.lab_targets import stop_all
 from sanlab.validation import Duration, fail, load_checked
 
 

@@ -21,7 +21,7 @@ from sanlab.scenarios.checking import Checker, next_step
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import READ_WRITE, Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
-from sanlab.targets import lab_targets
+from sanlab.targets.sessions import lab_targets
 from sanlab.validation import Duration, fail
 
 

@@ -16,7 +16,8 @@ from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal, results_
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import unreached
 from sanlab.scenarios.sizes import format_size
-from sanlab.targets import run_session, runner
+from sanlab.targets import runner
+from sanlab.targets.sessions import run_session
 from sanlab.validation import fail, load_checked
 
 

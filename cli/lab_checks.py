@@ -30,7 +30,7 @@ from sanlab.scenarios.exercises import (
     find_exercise,
 )
 from sanlab.scenarios.reading import parse_json
-from sanlab.targets import lab_targets
+from sanlab.targets.sessions import lab_targets
 
 MODEL_TIMEOUT_S = 600.0
 

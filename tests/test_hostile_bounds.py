@@ -531,7 +531,7 @@ def test_a_run_with_a_long_runtime_dir_is_refused_before_any_image_build(tmp_pat
 
 def _interrupted_run(tmp_path: Path) -> Path:
     """A run folder as an interrupted ``sanlab run`` leaves it: its scenario and its journal."""
-    from sanlab.targets import run_session
+    from sanlab.targets.sessions import run_session
 
     source = REPO / "scenarios" / "smoke.yaml"
     out = tmp_path / "run"
@@ -544,7 +544,7 @@ def _interrupted_run(tmp_path: Path) -> Path:
 HOLD = """
 import sys, time
 from pathlib import Path
-from sanlab.targets import run_session
+from sanlab.targets.sessions import run_session
 folder = run_session.check_resumable(Path(sys.argv[1]))
 print("held", flush=True)
 time.sleep(60)
@@ -565,13 +565,13 @@ def test_a_second_resume_of_a_run_being_resumed_is_one_line(tmp_path):
         first.kill()
         first.wait()
     # The first gone (even by kill -9), the lock goes with it: the run can be resumed again.
-    from sanlab.targets import run_session
+    from sanlab.targets.sessions import run_session
 
     assert run_session.check_resumable(out).root == out
 
 
 def test_a_resume_while_the_run_itself_still_writes_is_one_line(tmp_path):
-    from sanlab.targets import run_session
+    from sanlab.targets.sessions import run_session
 
     source = REPO / "scenarios" / "smoke.yaml"
     out = tmp_path / "run"

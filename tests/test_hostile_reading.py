@@ -739,7 +739,7 @@ KEEPER_STATUSES: list[tuple[str, Any]] = [
 def test_a_planted_keeper_status_is_no_status(tmp_path, monkeypatch, status: Any):
     """targets/lab_targets.py's read_status: a status of the wrong types is none at all, so a
     planted device is never fio's file name and a planted PID is never signalled."""
-    from sanlab.targets.lab_targets import read_status, status_path
+    from sanlab.targets.sessions.lab_targets import read_status, status_path
 
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     path = status_path("lab1", "t", "connect")

@@ -8,9 +8,10 @@ Why each layer may import what it does:
   needs only the vocabulary.
 - targets: configures storage stacks on any Host and runs fio.  Its recipes
   take hosts through the vocabulary's Host protocol, never the emulator's
-  classes.  What runs a whole scenario or a lab's targets (run_session.py,
-  on_machines.py, lab_targets.py) stands on the emulator, which makes the
-  hosts it runs on: data flows emulator -> targets, never back.
+  classes.  What runs a whole scenario or a lab's targets (the sessions in
+  targets/sessions/: a run's, a lab's keepers, the link doctor) stands on the
+  emulator, which makes the hosts it runs on, and on the recipes: data flows
+  emulator -> targets, never back, and recipes -> sessions, never back.
 - dissectors: reads captures; it needs the vocabulary's ports, headers and
   transport names, nothing that made the capture.
 - models: projects the vocabulary's scenarios and points onto hardware
@@ -70,17 +71,35 @@ def test_the_check_can_fail():
     """The parser sees a forbidden import when there is one."""
     sample = ROOT / "targets" / "runner.py"
     assert "scenarios" in _imported_layers(sample)
-    assert _imported_layers(ROOT / "targets" / "on_machines.py") >= {"emulator", "targets", "scenarios"}
+    sessions = ROOT / "targets" / "sessions" / "on_machines.py"
+    assert _imported_layers(sessions) >= {"emulator", "targets", "scenarios"}
 
 
-# The targets modules that run a scenario or a lab on hosts the emulator made; the
-# recipes (stacks, initiators, fio, faults, the runner) must not know how hosts are made.
-ORCHESTRATION = {"run_session.py", "on_machines.py", "lab_targets.py", "lab_keeper.py"}
+def _recipes() -> list[Path]:
+    """targets/'s own modules, outside its sessions/ folder: the recipes."""
+    return [p for p in (ROOT / "targets").rglob("*.py") if "sessions" not in p.relative_to(ROOT).parts]
 
 
-def test_only_orchestration_in_targets_reaches_the_emulator():
-    reaching = {p.name for p in (ROOT / "targets").glob("*.py") if "emulator" in _imported_layers(p)}
-    assert reaching <= ORCHESTRATION
+def test_only_the_sessions_folder_in_targets_reaches_the_emulator():
+    """The recipes (stacks, initiators, fio, faults, points) must not know how hosts are made;
+    what runs a scenario or a lab on hosts the emulator made lives in targets/sessions/."""
+    assert _recipes() and (ROOT / "targets" / "sessions").is_dir()
+    assert sorted(str(p.relative_to(ROOT)) for p in _recipes() if "emulator" in _imported_layers(p)) == []
+
+
+def test_no_recipe_imports_a_session():
+    sessions = "sanlab.targets.sessions"
+    importing = []
+    for path in _recipes():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module == "sanlab.targets":
+                names = [f"sanlab.targets.{alias.name}" for alias in node.names]
+            if any(n == sessions or n.startswith(sessions + ".") for n in names):
+                importing.append(str(path.relative_to(ROOT)))
+    assert importing == []
 
 
 # --- the same rules as import-linter contracts (pyproject.toml), checked by the tool -------
@@ -132,6 +151,8 @@ def test_import_linter_keeps_every_contract(tmp_path):
         ("models/planted.py", "from sanlab.emulator import qemu", "know nothing of how a run was made"),
         ("dissectors/planted.py", "from sanlab.models import network", "each layer imports only"),
         ("targets/planted.py", "from sanlab import main", "nothing below the command line"),
+        ("targets/planted.py", "from sanlab.emulator import lab", "the recipes know neither"),
+        ("targets/planted.py", "from sanlab.targets.sessions import lab_targets", "the recipes know neither"),
     ],
 )
 def test_a_planted_forbidden_import_breaks_its_contract(tmp_path, module, planted, contract):

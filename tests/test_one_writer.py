@@ -443,7 +443,7 @@ def test_the_write_probe_never_follows_a_planted_name(tmp_path, outside, planted
 
 
 def test_the_lab_keeper_status_replaces_a_link_never_the_file_it_names(tmp_path, outside):
-    from sanlab.targets.lab_targets import _write_status
+    from sanlab.targets.sessions.lab_targets import _write_status
 
     link = _plant(tmp_path / "lab", "keeper.json", outside / "thesis.tex")
     _plant(tmp_path / "lab", "keeper.tmp", outside / "manifest.json")

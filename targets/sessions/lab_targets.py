@@ -51,7 +51,7 @@ PHASES = ("export", "connect")  # connect needs export; undone in the reverse or
 READY_TIMEOUT_S = 600.0
 STOP_TIMEOUT_S = 180.0
 STATUS_BYTES = 1 << 20
-KEEPER_MODULE = "sanlab.targets.lab_keeper"
+KEEPER_MODULE = "sanlab.targets.sessions.lab_keeper"
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
 from sanlab.targets import runner
 from sanlab.targets.dryrun import DryRunHost
-from sanlab.targets.on_machines import check_machines, machine_hosts, run_on_machines
+from sanlab.targets.sessions.on_machines import check_machines, machine_hosts, run_on_machines
 
 SCENARIO_COPY = "scenario.yaml"  # a run keeps the scenario it ran, so that --resume can go on
 MAX_SCENARIO_BYTES = 1 << 20  # as scenarios/yamlfile.py reads them
