@@ -78,6 +78,30 @@ def cpu_under_tcg() -> str:
     return chosen
 
 
+# Guest time counts instructions: QEMU's ``-icount shift=N`` (one instruction is 2**N ns of the
+# guest's clock), for measuring instruction paths with a timer-driven profiler in the guest
+# (benchmarks/path_lengths.py).  TCG only, and single-threaded (icount excludes MTTCG).
+ICOUNT = "SANLAB_ICOUNT"
+
+
+def icount_shift() -> int | None:
+    """The shift $SANLAB_ICOUNT asks for (0-10), or None when it is unset; checked before a VM boots."""
+    value = os.environ.get(ICOUNT, "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or int(value) > 10:
+        raise SanlabError(f"${ICOUNT}: {value!r} is not an icount shift (a whole number 0-10)")
+    return int(value)
+
+
+def tcg_accel() -> list[str]:
+    """QEMU's TCG options: multi-threaded, or single-threaded counting instructions (``ICOUNT``)."""
+    shift = icount_shift()
+    if shift is None:
+        return ["-accel", "tcg,thread=multi", "-cpu", cpu_under_tcg()]
+    return ["-accel", "tcg,thread=single", "-icount", f"shift={shift}", "-cpu", cpu_under_tcg()]
+
+
 class VmDown(AgentError, HostDown):
     """A command for a VM whose QEMU has exited: an agent error that no retry can mend."""
 
@@ -267,11 +291,9 @@ class Vm:
 
     def command(self) -> list[str]:
         s = self.spec
-        accel = (
-            ["-accel", "kvm", "-cpu", "host"]
-            if self.accel == "kvm"
-            else ["-accel", "tcg,thread=multi", "-cpu", cpu_under_tcg()]
-        )
+        if self.accel == "kvm" and icount_shift() is not None:
+            raise SanlabError(f"${ICOUNT} counts instructions under TCG only: run with SANLAB_ACCEL=tcg")
+        accel = ["-accel", "kvm", "-cpu", "host"] if self.accel == "kvm" else tcg_accel()
         argv = [
             self.qemu,
             "-name",

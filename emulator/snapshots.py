@@ -55,6 +55,7 @@ from sanlab.emulator.qemu import (
     VmSpec,
     cpu_under_tcg,
     extra_kernel_args,
+    icount_shift,
     qemu_binary,
     qmp,
     version_line,
@@ -108,8 +109,9 @@ def enabled() -> bool:
 
 
 def shape_of(spec: VmSpec, accel: str) -> Shape | None:
-    """The spec's shape, or None where a snapshot cannot serve it (a management NIC)."""
-    if spec.ssh_port is not None:
+    """The spec's shape, or None where a snapshot cannot serve it (a management NIC, or a guest
+    whose clock counts instructions: a booted snapshot's clock did not)."""
+    if spec.ssh_port is not None or icount_shift() is not None:
         return None
     cpu = "host" if accel == "kvm" else cpu_under_tcg()
     return Shape(accel, cpu, spec.cpus, spec.memory_mib, len(spec.nics), tuple(extra_kernel_args()))
