@@ -26,7 +26,7 @@ from sanlab.emulator.images import build_image
 from sanlab.emulator.lab import running_lab
 from sanlab.emulator.links import rdma_answers
 from sanlab.scenarios.loader import parse_scenario
-from sanlab.targets import runner
+from sanlab.targets.sessions import matrix
 
 FLAPS = 8
 
@@ -67,7 +67,7 @@ def main(guest: str) -> int:
     ):
         # no cables: the fault downs the interfaces inside the guests, as the 2026-11-23 runs did;
         # no doctor: a point that does not come back is recorded as it is, not run again
-        records = runner.run(loaded, lab.vms, lab.plan.endpoints, Path(out), print)
+        records = matrix.run(loaded, lab.vms, lab.plan.endpoints, Path(out), print)
         target = lab.plan.endpoints[("roce", "target")].address
         cm = rdma_answers(lab.vms["target"], lab.vms["initiator"], target)  # QP 1 still hears RDMA/CM?
     back = [r for r in records if r.error is None and r.verify == "pass"]

@@ -16,7 +16,7 @@ from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal, results_
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import unreached
 from sanlab.scenarios.sizes import format_size
-from sanlab.targets import runner
+from sanlab.targets.points import planned_points
 from sanlab.targets.sessions import run_session
 from sanlab.validation import fail, load_checked
 
@@ -114,7 +114,7 @@ def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
         )
     if not loaded.targets:
         raise SanlabError(f"{scenario}: declares no targets: nothing to run (try 'sanlab lab up')")
-    if not runner.planned_points(loaded):
+    if not planned_points(loaded):
         raise SanlabError(f"{scenario}: no workload applies to any target: nothing to run")
     return loaded
 

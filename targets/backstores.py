@@ -16,10 +16,11 @@ resizes, reuses or deletes what it did not create.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from sanlab.scenarios.schema import Scenario
 from sanlab.targets.host import Host, StackError, sh
 
 NULLB = "/sys/kernel/config/nullb"
@@ -163,3 +164,14 @@ def device_problem(host: Host, device: str, destroy: bool) -> str | None:
             "the target if it may be lost"
         )
     return None
+
+
+def devices_refused(scenario: Scenario, hosts: Mapping[str, Host]) -> list[str]:
+    """Why a target's block device may not be served, per target; checked before anything changes."""
+    problems = []
+    for target in scenario.targets:
+        if target.backstore == "device" and target.device:
+            problem = device_problem(hosts[target.host], target.device, target.destroy)
+            if problem:
+                problems.append(f"{target.host}: {problem}")
+    return problems

@@ -13,6 +13,7 @@ module and not in that module's normal idle loop, e.g.::
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sanlab.scenarios.errors import SanlabError
@@ -110,3 +111,13 @@ def snapshot(host: Host) -> list[str]:
     except SanlabError:  # diagnosis must never turn one failure into another
         return []
     return stuck(result.stdout)
+
+
+def stuck_tasks(*hosts: Host) -> str:
+    """Storage and RDMA tasks that wait somewhere in the kernel, per host, as error lines."""
+    return stuck_lines("stuck", ((h.name, snapshot(h)) for h in hosts))
+
+
+def stuck_lines(how: str, found: Iterable[tuple[str, list[str]]]) -> str:
+    """One error line per host with tasks in ``found``: '<host> <how> in kernel: a; b'."""
+    return "".join(f"\n  {name} {how} in kernel: {'; '.join(lines)}" for name, lines in found if lines)

@@ -20,7 +20,7 @@ from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.nvme_keys import check_dhchap_secret, interchange
 from sanlab.scenarios.schema import Chap
 from sanlab.targets.host import StackError
-from sanlab.targets.runner import place
+from sanlab.targets.placement import place
 from sanlab.targets.stacks import connect_only, export_only
 
 RIGHT = {"username": "sanlab-user", "password": "right-secret"}

@@ -16,7 +16,7 @@ import yaml
 from sanlab.emulator.lab import running_lab
 from sanlab.emulator.qemu import pid_alive
 from sanlab.scenarios.loader import parse_scenario
-from sanlab.targets import runner
+from sanlab.targets.sessions import matrix
 from support import SCENARIOS
 
 pytestmark = pytest.mark.vm
@@ -284,7 +284,7 @@ def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     scenario = parse_scenario(data, f"pair-{driver}.yaml")
     lab.vms["initiator"].run("ip link set dev fabric down", timeout=30).check()
     heard: list[str] = []
-    records = runner.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, heard.append, doctor=lab)
+    records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, heard.append, doctor=lab)
     assert [r.error for r in records] == [None], records
     assert records[0].verify == "pass" and records[0].iops > 0
     assert "stalled link fabric" in (records[0].note or ""), records[0].note

@@ -17,8 +17,8 @@ import yaml
 
 from sanlab.emulator.lab import running_lab
 from sanlab.scenarios.loader import parse_scenario
-from sanlab.targets import runner
 from sanlab.targets.naming import iqn
+from sanlab.targets.sessions import matrix
 from support import SCENARIOS
 
 pytestmark = pytest.mark.vm
@@ -74,7 +74,7 @@ VIA = ["agent", "ssh"]
 
 def _run(lab, targets: list[dict], tmp_path, via: str, say=print):
     hosts = lab.vms if via == "agent" else lab.ssh_hosts
-    return runner.run(_scenario(targets), hosts, lab.plan.endpoints, tmp_path, say)
+    return matrix.run(_scenario(targets), hosts, lab.plan.endpoints, tmp_path, say)
 
 
 @pytest.mark.parametrize("via", VIA)

@@ -69,7 +69,7 @@ def test_a_layer_imports_only_what_lies_below_it(layer):
 
 def test_the_check_can_fail():
     """The parser sees a forbidden import when there is one."""
-    sample = ROOT / "targets" / "runner.py"
+    sample = ROOT / "targets" / "point_run.py"
     assert "scenarios" in _imported_layers(sample)
     sessions = ROOT / "targets" / "sessions" / "on_machines.py"
     assert _imported_layers(sessions) >= {"emulator", "targets", "scenarios"}
@@ -146,7 +146,7 @@ def test_import_linter_keeps_every_contract(tmp_path):
 @pytest.mark.parametrize(
     ("module", "planted", "contract"),
     [
-        ("scenarios/planted.py", "from sanlab.targets import runner", "each layer imports only"),
+        ("scenarios/planted.py", "from sanlab.targets import point_run", "each layer imports only"),
         ("emulator/planted.py", "import sanlab.targets.fio", "each layer imports only"),
         ("models/planted.py", "from sanlab.emulator import qemu", "know nothing of how a run was made"),
         ("dissectors/planted.py", "from sanlab.models import network", "each layer imports only"),

@@ -1,4 +1,4 @@
-"""How the runner consults the link doctor after a target failed (``runner._consult``).
+"""How the runner consults the link doctor after a target failed (``link_doctor.consult``).
 
 The doctor here is a stand-in for ``Lab``, written down step by step: the
 case it stands for (a guest kernel so wedged that its agent stops answering)
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.records import ResultRecord
-from sanlab.targets import runner
+from sanlab.targets.sessions import link_doctor
 
 
 @dataclass(frozen=True)
@@ -33,14 +33,14 @@ class WedgedGuest:
         self.asked.append(f"check {link}")
         raise SanlabError("target: no answer from the agent within 40 s\nmore lines")
 
-    def restart_link(self, link: str, say: runner.Say) -> Health:
+    def restart_link(self, link: str, say: link_doctor.Say) -> Health:
         self.asked.append(f"restart {link}")
         say("next: reboot of initiator and target")
         if self.revives:
             return Health(True, "reboot: initiator -> 169.254.10.2: answers")
         return Health(False, "reboot failed: initiator did not boot again within 180 s")
 
-    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+    def reboot_link_hosts(self, link: str, say: link_doctor.Say) -> None:
         raise AssertionError("a link that cannot be checked is restarted, not only its hosts rebooted")
 
 
@@ -55,10 +55,10 @@ class HealthyLink:
         self.asked.append(f"check {link}")
         return Health(True, "initiator -> 169.254.11.2: answers")
 
-    def restart_link(self, link: str, say: runner.Say) -> Health:
+    def restart_link(self, link: str, say: link_doctor.Say) -> Health:
         raise AssertionError("a link that answers is not restarted")
 
-    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+    def reboot_link_hosts(self, link: str, say: link_doctor.Say) -> None:
         self.asked.append(f"reboot hosts of {link}")
         say("initiator: rebooted, ready in 19.8 s")
         if self.reboot_fails:
@@ -78,7 +78,7 @@ def _passed() -> ResultRecord:
 
 def test_a_guest_that_cannot_be_checked_is_restarted_and_the_target_run_again():
     doctor, heard, withdrawn = WedgedGuest(revives=True), [], []
-    records = runner._consult(
+    records = link_doctor.consult(
         doctor, "roce", "nvmet-rdma-rxe", [_failed()], lambda: [_passed()], heard.append,
         lambda: withdrawn.append(True),
     )  # fmt: skip
@@ -92,7 +92,7 @@ def test_a_guest_that_cannot_be_checked_is_restarted_and_the_target_run_again():
 
 def test_a_guest_no_reboot_revives_keeps_its_error_with_every_step_said():
     doctor, withdrawn = WedgedGuest(revives=False), []
-    records = runner._consult(
+    records = link_doctor.consult(
         doctor, "roce", "nvmet-rdma-rxe", [_failed()], lambda: [_passed()], lambda m: None,
         lambda: withdrawn.append(True),
     )  # fmt: skip
@@ -112,16 +112,16 @@ class DeadGuest:
         self.asked.append(f"check {link}")
         raise HostDown("target: the VM is down (qemu exited with 0); last console lines: Kernel panic")
 
-    def restart_link(self, link: str, say: runner.Say) -> Health:
+    def restart_link(self, link: str, say: link_doctor.Say) -> Health:
         raise AssertionError("a host that is down is not restarted: no down/up, NIC reset or reboot helps")
 
-    def reboot_link_hosts(self, link: str, say: runner.Say) -> None:
+    def reboot_link_hosts(self, link: str, say: link_doctor.Say) -> None:
         raise AssertionError("a host that is down is not rebooted")
 
 
 def test_a_guest_that_is_down_is_said_once_and_not_restarted():
     doctor, heard, withdrawn = DeadGuest(), [], []
-    (record,) = runner._consult(
+    (record,) = link_doctor.consult(
         doctor, "roce", "nvmet-tcp", [_failed()], lambda: [_passed()], heard.append,
         lambda: withdrawn.append(True),
     )  # fmt: skip
@@ -143,7 +143,7 @@ def _consult_healthy(
     doctor: HealthyLink, stuck: str, heard: list[str], failed: ResultRecord | None = None
 ) -> tuple[list[ResultRecord], list[bool]]:
     withdrawn: list[bool] = []
-    records = runner._consult(
+    records = link_doctor.consult(
         doctor, "iwarp", "tgt-iser-siw", [failed or _failed_io()], lambda: [_passed()], heard.append,
         lambda: withdrawn.append(True), lambda: stuck,
     )  # fmt: skip
@@ -211,7 +211,7 @@ def test_only_tasks_stuck_on_both_looks_count(monkeypatch):
     looks = {
         "initiator": [["a (D): x [siw]", "b (S): y [rdma_cm]"], ["b (S): y [rdma_cm]", "c (D): z [nvme_tcp]"]]
     }
-    monkeypatch.setattr(runner.kernel_stacks, "snapshot", lambda host: looks[host.name].pop(0))
-    monkeypatch.setattr(runner.time, "sleep", lambda seconds: None)
-    found = runner._still_stuck(NamedHost())
+    monkeypatch.setattr(link_doctor.kernel_stacks, "snapshot", lambda host: looks[host.name].pop(0))
+    monkeypatch.setattr(link_doctor.time, "sleep", lambda seconds: None)
+    found = link_doctor.still_stuck(NamedHost())
     assert found == "\n  initiator still stuck in kernel: b (S): y [rdma_cm]"

@@ -29,7 +29,9 @@ from sanlab.emulator.lab import running_lab
 from sanlab.emulator.machines import preflight
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.records import BackendFacts
-from sanlab.targets import host_facts, runner
+from sanlab.targets import backstores, host_facts
+from sanlab.targets.points import planned_points
+from sanlab.targets.sessions import matrix
 from support import SCENARIOS
 
 pytestmark = pytest.mark.vm
@@ -119,8 +121,8 @@ def test_smoke_transports_run_through_ssh_and_verify(lab, tmp_path, chosen):
         scenario = scenario.model_copy(update={"targets": [t for t in scenario.targets if t.name in chosen]})
         assert len(scenario.targets) == len(chosen)
     before = _state(lab)
-    records = runner.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
-    assert len(records) == runner.planned_points(scenario)
+    records = matrix.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
+    assert len(records) == planned_points(scenario)
     for record in records:
         assert record.error is None, record.error
         assert record.verify == "pass"
@@ -287,13 +289,13 @@ def test_a_device_in_use_or_holding_data_is_refused(lab, tmp_path):
     ).check()
     target.run("echo keep > /mnt/precious/file", timeout=30).check()
     careless = parse_scenario(_device_target(destroy=True), "device.yaml")
-    refused = runner.devices_refused(careless, lab.ssh_hosts)
+    refused = backstores.devices_refused(careless, lab.ssh_hosts)
     assert refused == ["target: /dev/ram0 is mounted at /mnt/precious: sanlab never serves a device in use"]
-    records = runner.run(careless, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print)
+    records = matrix.run(careless, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print)
     assert records[0].error and "is mounted at /mnt/precious" in records[0].error
     target.run("umount /mnt/precious", timeout=30).check()
     cautious = parse_scenario(_device_target(destroy=False), "device.yaml")
-    refused = runner.devices_refused(cautious, lab.ssh_hosts)
+    refused = backstores.devices_refused(cautious, lab.ssh_hosts)
     assert len(refused) == 1 and "holds data (TYPE=ext4)" in refused[0] and "destroy: true" in refused[0]
     assert target.run("mount /dev/ram0 /mnt/precious && cat /mnt/precious/file && umount /mnt/precious").ok
 
@@ -301,8 +303,8 @@ def test_a_device_in_use_or_holding_data_is_refused(lab, tmp_path):
 def test_a_device_marked_destroy_is_served_and_verified(lab, tmp_path):
     lab.ssh_hosts["target"].run(SCRATCH, timeout=60).check()
     scenario = parse_scenario(_device_target(destroy=True), "device.yaml")
-    assert runner.devices_refused(scenario, lab.ssh_hosts) == []
-    (record,) = runner.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
+    assert backstores.devices_refused(scenario, lab.ssh_hosts) == []
+    (record,) = matrix.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
     assert record.error is None and record.verify == "pass" and record.verified_bytes == 2 << 20
     assert lab.ssh_hosts["target"].run("[ -b /dev/ram0 ]").ok  # served, never removed
     # The device as a record names it: a plain block device (brd states no model).

@@ -44,7 +44,9 @@ from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.writing import open_stream, write_file
 from sanlab.targets import faults
-from sanlab.targets.runner import Placement, Point, place, run_point
+from sanlab.targets.placement import Placement, place
+from sanlab.targets.point_run import run_point
+from sanlab.targets.points import Point
 from sanlab.targets.stacks import Wiring, connect_only, export_only
 
 PHASES = ("export", "connect")  # connect needs export; undone in the reverse order

@@ -18,8 +18,10 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.records import RunJournal
 from sanlab.scenarios.schema import Scenario
-from sanlab.targets import runner
+from sanlab.targets.backstores import devices_refused
 from sanlab.targets.host_facts import read_devices, read_host
+from sanlab.targets.placement import Machines
+from sanlab.targets.sessions import matrix
 
 
 @contextmanager
@@ -41,7 +43,7 @@ def check_machines(scenario: Scenario, hosts: dict[str, SshHost], say: Say) -> P
     for facts in checked.facts.values():
         for line in describe(facts):
             say(line)
-    problems = checked.problems + runner.devices_refused(scenario, hosts)
+    problems = checked.problems + devices_refused(scenario, hosts)
     if problems:
         raise SanlabError("preflight refused the run:\n  " + "\n  ".join(problems))
     return checked
@@ -73,5 +75,5 @@ def run_on_machines(scenario: Scenario, out: Path, journal: RunJournal, say: Say
         say("reading each host's CPU, NICs and backend devices for the records")
         described = {name: read_host(host, interfaces_of(scenario, name)) for name, host in hosts.items()}
         devices = read_devices([t.target for t in scenario.plan.targets], hosts)
-        machines = runner.Machines(facts, speeds, mtus, described, devices)
-        runner.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines, skip=skip)
+        machines = Machines(facts, speeds, mtus, described, devices)
+        matrix.run(scenario, hosts, checked.endpoints, out, say, sink=journal, machines=machines, skip=skip)

@@ -29,8 +29,9 @@ from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
-from sanlab.targets import runner
 from sanlab.targets.dryrun import DryRunHost
+from sanlab.targets.points import finished_points, planned_points
+from sanlab.targets.sessions import matrix
 from sanlab.targets.sessions.on_machines import check_machines, machine_hosts, run_on_machines
 
 SCENARIO_COPY = "scenario.yaml"  # a run keeps the scenario it ran, so that --resume can go on
@@ -44,7 +45,7 @@ def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> Ru
     folder = claim_fresh(out, "--out", force)
     _hold(folder, _locked(out, "--out"))
     folder.write_text(SCENARIO_COPY, read_bounded(scenario, MAX_SCENARIO_BYTES, "scenario").decode())
-    planned = runner.planned_points(loaded)
+    planned = planned_points(loaded)
     return RunJournal(folder, loaded.name or scenario.stem, planned, _settler(folder, loaded))
 
 
@@ -105,8 +106,8 @@ def resumed(folder: OutputFolder, loaded: Scenario, say: Say) -> RunJournal:
     if run.get("status") == "complete":
         raise SanlabError(f"--resume {resume}: that run is complete; nothing to resume")
     records = [ResultRecord.model_validate(r) for r in document["results"]]
-    points, kept = runner.finished_points(loaded, len(records))
-    planned = runner.planned_points(loaded)
+    points, kept = finished_points(loaded, len(records))
+    planned = planned_points(loaded)
     settle = _settler(folder, loaded, _capture_prefix(points))
     journal = RunJournal(folder, str(run.get("scenario") or "run"), planned, settle, records[:kept])
     journal.run["resumed_after"] = points
@@ -175,7 +176,7 @@ def _on_vms(
     capture = out / _capture_prefix(skip) if loaded.capture else None
     with running_lab(loaded, name, say, capture, keep_logs=False, snaplen=snaplen) as lab:
         try:
-            runner.run(
+            matrix.run(
                 loaded, lab.vms, lab.plan.endpoints, out, say, doctor=lab, sink=journal, cables=lab, skip=skip
             )
         finally:
@@ -204,5 +205,5 @@ def rehearse(loaded: Scenario, say: Say) -> list[DryRunHost]:
     else:
         ends = plan(loaded, "dry-run", Path("/dry-run"), None).endpoints
     imagined = {h.name: DryRunHost(h.name) for h in loaded.hosts}
-    runner.rehearse(loaded, imagined, ends)
+    matrix.rehearse(loaded, imagined, ends)
     return list(imagined.values())

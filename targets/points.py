@@ -1,0 +1,93 @@
+"""The run matrix: a scenario's points, target by target, and the fio job of each.
+
+A point is one fio run of one workload shape on one target, with the faults that fall on
+its links while it runs.  Counting them (how many a run records, how many an interrupted
+run finished whole) is the same walk, so ``--resume`` and the progress line agree with
+what runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from sanlab.scenarios.plan import PlannedTarget
+from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
+from sanlab.scenarios.semantics import faults_of, faults_on
+from sanlab.scenarios.sizes import format_size
+from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob
+
+
+@dataclass(frozen=True)
+class Point:
+    target: Target
+    name: str
+    workload: Workload
+    rw: str
+    bs: int
+    iodepth: int
+    numjobs: int
+    faults: tuple[Fault, ...] = ()  # what goes wrong on the target's link while fio runs
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.rw} {format_size(self.bs)} qd{self.iodepth} j{self.numjobs}"
+
+
+def points(scenario: Scenario, placed: PlannedTarget) -> Iterator[Point]:
+    """A target's points: each workload that applies to its transport, with the faults that
+    fall on its links or on it while fio runs."""
+    target, name = placed.target, placed.name
+    hits = [f for path in placed.paths for f in faults_on(scenario, path)]
+    hits += faults_of(scenario, name)
+    on_link = tuple(sorted(hits, key=lambda f: f.at))
+    for workload in scenario.workloads:
+        if workload.transports and target.transport not in workload.transports:
+            continue
+        for rw, bs, qd, nj in itertools.product(workload.rw, workload.bs, workload.iodepth, workload.numjobs):
+            yield Point(target, name, workload, rw, bs, qd, nj, on_link)
+
+
+def planned_points(scenario: Scenario) -> int:
+    """How many points a run of ``scenario`` will record."""
+    return sum(len(list(points(scenario, placed))) for placed in scenario.plan.targets)
+
+
+def records_per_point(scenario: Scenario) -> list[int]:
+    """How many records each planned point writes, in run order: one, or one per initiator of a
+    shared target and then their aggregate."""
+    counts = []
+    for placed in scenario.plan.targets:
+        sharing = len(placed.initiators)
+        counts += [1 if sharing <= 1 else sharing + 1] * len(list(points(scenario, placed)))
+    return counts
+
+
+def finished_points(scenario: Scenario, records: int) -> tuple[int, int]:
+    """(points, records) that a run cut short after writing ``records`` records finished whole."""
+    done = kept = 0
+    for count in records_per_point(scenario):
+        if kept + count > records:
+            break
+        done, kept = done + 1, kept + count
+    return done, kept
+
+
+def verify_size(p: Point) -> int:
+    """Bytes each fio job writes and checks: the workload's ``verify_size``, else 16 MiB or
+    the job's share of the LUN, in whole blocks."""
+    size = p.workload.verify_size or min(DEFAULT_VERIFY_SIZE, p.target.size // p.numjobs)
+    return size - size % p.bs
+
+
+def fio_job(p: Point, device: str) -> FioJob:
+    """The fio job of point ``p`` on ``device``."""
+    verify = p.workload.verify != "off"
+    return FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, verify_size(p))
+
+
+def job_for(p: Point, device: str, share: int = 0) -> FioJob:
+    """Point ``p``'s job for the ``share``-th initiator of its target: its own stretch of the LUN."""
+    job = fio_job(p, device)
+    return replace(job, tolerant=bool(p.faults), first_offset=share * p.numjobs * job.verify_size)
