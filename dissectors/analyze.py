@@ -26,8 +26,14 @@ from sanlab.dissectors.framing import TLS_RECORD
 from sanlab.dissectors.rewrites import Rewrite, rewritten_retransmissions
 from sanlab.dissectors.tls import read_keylog
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.ports import ISCSI_TCP_PORTS, NVME_PORT
-from sanlab.scenarios.registry import TRANSPORTS, names
+from sanlab.scenarios.registry import (
+    DETECTION_ORDER,
+    FABRIC_DETECTION_ORDER,
+    PLAIN_FABRIC,
+    TCP_PORTS,
+    TRANSPORTS,
+    names,
+)
 
 __all__ = ["Analysis", "Frame", "Group", "Io", "analyze", "summarise"]
 
@@ -208,8 +214,9 @@ def _max_in_flight(ios: list[Io]) -> int:
 
 
 def _tcp_kinds(frames: list[Frame], decode_as: tuple[str, ...]) -> dict[int, str]:
-    """TCP streams to frame as iSCSI or NVMe/TCP: by port, unless they carry MPA (iWARP)."""
-    ports = {port: "iscsi" for port in ISCSI_TCP_PORTS} | {NVME_PORT: "nvme-tcp"}
+    """TCP streams to frame as iSCSI or NVMe/TCP: by port (the registry's, and --decode-as),
+    unless they carry MPA (iWARP)."""
+    ports = dict(TCP_PORTS)
     for rule in decode_as:
         port, _, proto = rule.removeprefix("tcp.port==").partition(",")
         if rule.startswith("tcp.") and proto in names(TRANSPORTS, carrier="tcp"):
@@ -222,9 +229,6 @@ def _tcp_kinds(frames: list[Frame], decode_as: tuple[str, ...]) -> dict[int, str
             if kind:
                 kinds[f.stream] = kind
     return kinds
-
-
-TRANSPORT_ORDER = ("srp", "iser", "nvme-rdma", "nvme-tcp", "iscsi")
 
 
 def _transport_of(kinds: dict[int, str]) -> Callable[[Io], str]:
@@ -276,17 +280,17 @@ def _analyze(pcap: Path, decode_as: tuple[str, ...], labels: bool, keylog: Path 
     frames, seen, duplicates = read_frames(pcap, decode_as, labels, keylog)
     kinds = _tcp_kinds(frames, decode_as)
     seen |= set(kinds.values())
-    transports = [t for t in TRANSPORT_ORDER if t in seen]
+    transports = [t for t in DETECTION_ORDER if t in seen]
     transport = transports[0] if transports else None
     if transport is None:
-        ports = ", ".join(str(p) for p in (*ISCSI_TCP_PORTS, NVME_PORT))
+        ports = ", ".join(str(p) for p in TCP_PORTS)
         raise SanlabError(
             f"{pcap}: no iSCSI, iSER, SRP or NVMe-oF traffic recognised (TCP ports {ports}, RoCE UDP "
             "4791, iWARP); for other ports add --decode-as tcp.port==PORT,iscsi (or nvme-tcp)"
         )
-    fabric = "iwarp" if "iwarp" in seen else "roce" if "roce" in seen else "eth"
+    fabric = next((f for f in FABRIC_DETECTION_ORDER if f in seen), PLAIN_FABRIC.name)
     servers = {int(r.split("==")[1].split(",")[0]) for r in decode_as if DECODE_AS.match(r)}
-    result = attribute(pcap, frames, kinds, {*ISCSI_TCP_PORTS, NVME_PORT, *servers}, keys)
+    result = attribute(pcap, frames, kinds, {*TCP_PORTS, *servers}, keys)
     for frame in frames:
         owner = result.owners[frame.number]
         if isinstance(owner, Io):

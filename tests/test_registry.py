@@ -28,7 +28,6 @@ RECIPES = {
     "models/transports.py",
     "dissectors/attribute.py",
     "dissectors/frames.py",
-    "dissectors/analyze.py",
 }
 # Every name a branch could test: the transports, fabrics and stacks, and the model's local kind.
 NAMES = frozenset((*TRANSPORTS, *FABRICS, *STACKS, registry.LOCAL.name, registry.LOCAL_STACK.name))
