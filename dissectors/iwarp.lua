@@ -1,5 +1,10 @@
 -- iWARP (MPA / DDP / RDMAP) with iSER and NVMe-oF payloads, for Wireshark 4.0+.
 --
+-- Tested with: Wireshark/tshark 4.0.17 (Debian 12).  Its hand-off of NVMe/TCP
+-- inside TLS to Wireshark's TLS dissector steps aside where Wireshark registers
+-- "nvme-tls" itself (it does in its newer releases); the MPA, DDP/RDMAP, iSER and
+-- NVMe/RDMA decoding stays, since sanlab's analyser reads its fields.
+--
 -- soft-iWARP (siw) speaks MPA revision 2 (RFC 6581), which Wireshark 4.0's
 -- MPA dissector predates, so nothing after the start-up is decoded.  This
 -- dissector recognises the MPA request/reply frames (revision 1 or 2), takes
@@ -228,7 +233,9 @@ local function dissect_fpdu(tvb, pinfo, root, crc)
   if len < 2 then return -1 end
   local ulpdu = tvb(0, 2):uint()
   local pad = (4 - ((2 + ulpdu) % 4)) % 4
-  local total = 2 + ulpdu + pad + (crc and 4 or 0)
+  -- The 4-byte CRC field is always there (RFC 5044 4.1: zero when CRCs were not agreed);
+  -- counting it only when agreed read each FPDU's zero CRC as a truncated FPDU of its own.
+  local total = 2 + ulpdu + pad + 4
   if total > len then return -(total - len) end
   local t = root:add(iwarp, tvb(0, total))
   t:add(f.ulpdu_len, tvb(0, 2))
@@ -329,6 +336,11 @@ iwarp:register_heuristic("tcp", heuristic)
 local tcp_port = DissectorTable.get("tcp.port")
 local nvme_tcp = tcp_port:get_dissector(NVME_PORT)
 local tls = Dissector.get("tls")
+local function registered(name)  -- Dissector.get answers nil, not an error, for an unknown name
+  for _, known in ipairs(Dissector.list()) do if known == name then return true end end
+  return false
+end
+if registered("nvme-tls") then tls = nil end  -- this Wireshark reads NVMe/TCP inside TLS itself
 -- NVMe/TCP inside TLS (its secure channel, TP 8011): Wireshark 4.0's NVMe/TCP dissector
 -- reads a TLS record as a PDU of unknown type 22.  A stream that begins with a TLS record
 -- goes to the TLS dissector, which (with tls.keylog_file) decrypts it and hands the

@@ -1,5 +1,8 @@
 -- SRP, the SCSI RDMA Protocol (T10 SRP / SRP-2), for Wireshark 4.0 and later.
 --
+-- Tested with: Wireshark/tshark 4.0.17 (Debian 12).  No Wireshark release decodes
+-- SRP over RDMA, so there is nothing to step aside for.
+--
 -- Wireshark has no dissector for it: its "srp" is H.324's Simple
 -- Retransmission Protocol.  SRP information units travel in RDMA SENDs over
 -- InfiniBand or RoCE; this dissector finds them heuristically in

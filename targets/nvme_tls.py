@@ -24,13 +24,17 @@ beside the capture (``keep_keys``), where the analyser decrypts with it.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.nvme_keys import TLS_PREFIX, interchange
+from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.schema import Scenario
 from sanlab.targets.host import Host, StackError, sh
 
 CONF = "/run/sanlab-tlshd.conf"
@@ -83,6 +87,25 @@ def merged_key_logs(logs: list[bytes]) -> bytes:
             if line.strip() and not line.startswith(b"#"):
                 seen.setdefault(line.strip(), None)
     return b"".join(line + b"\n" for line in seen)
+
+
+def keep_keys(loaded: Scenario, hosts: list[Host], folder: OutputFolder, prefix: str = "") -> list[str]:
+    """Beside each capture, the TLS session keys of the handshakes the run made: ``LINK.keylog``
+    (NSS key log, mode 0600 from its creation), which ``sanlab analyze`` decrypts the capture
+    with.  Its bytes go from the guest to the file and nowhere else: no record, log or line."""
+    if not loaded.capture or not any(t.tls for t in loaded.targets):
+        return []
+    logs = []
+    for host in hosts:
+        with contextlib.suppress(SanlabError):  # a guest that died: the other end logged the same
+            logs.append(session_keys(host))
+    keys = merged_key_logs(logs)
+    if not keys:
+        return []
+    names = [f"{prefix}{link.name}.keylog" for link in loaded.plan.links]
+    for name in names:
+        folder.write_bytes(name, keys, mode=0o600)
+    return names
 
 
 @contextmanager

@@ -29,7 +29,6 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.outdir import OutputFolder
 from sanlab.targets import nvme_tls
-from sanlab.targets.sessions.run_session import keep_tls_keys
 from support import REPO, SCENARIOS, require_tool
 
 GOLDEN = REPO / "tests" / "golden"
@@ -157,7 +156,7 @@ def test_the_key_log_is_kept_beside_the_capture_for_root_alone(tmp_path):
     secret = KEYS.read_bytes()
     folder = OutputFolder.open(tmp_path, "--out")
     guests = [_Guest("initiator", secret), _Guest("target", secret)]
-    names = keep_tls_keys(scenario, guests, folder)  # type: ignore[arg-type]
+    names = nvme_tls.keep_keys(scenario, guests, folder)  # type: ignore[arg-type]
     assert names == ["eth.keylog"]
     kept = tmp_path / "eth.keylog"
     mode = stat.S_IMODE(kept.stat().st_mode)

@@ -29,6 +29,7 @@ from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
+from sanlab.targets import nvme_tls
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.points import finished_points, planned_points
 from sanlab.targets.sessions import matrix
@@ -181,6 +182,8 @@ def _on_vms(
             )
         finally:
             _collect_logs(lab, journal.folder)
+            if capture is not None:
+                nvme_tls.keep_keys(loaded, list(lab.vms.values()), journal.folder, _capture_prefix(skip))
 
 
 def _collect_logs(lab: Lab, folder: OutputFolder) -> None:
