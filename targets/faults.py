@@ -307,7 +307,8 @@ def _in_background(
     start = time.monotonic()
     try:
         windows = during(start)
-        _wait(initiator, pid, start + timeout, device, "after the last fault ended" if windows else "")
+        since = "after the last fault ended" if windows else ""
+        _wait(initiator, pid, start + timeout, device, since, done=f"{tag}.rc")
         return _collect(initiator, tag, windows)
     finally:  # spawned in a session of its own: the group is the shell and fio
         stop = f"kill -- -{pid} 2>/dev/null || kill {pid} 2>/dev/null"
@@ -393,12 +394,14 @@ def _what(fault: Fault) -> str:
     return "down"
 
 
-def _wait(host: Host, pid: int, deadline: float, device: str | None, since: str = "") -> None:
-    """Until fio ``pid`` ends; StackError past ``deadline`` or when ``device`` stalls (the
-    stall is told as ``since``: when the watch began)."""
+def _wait(
+    host: Host, pid: int, deadline: float, device: str | None, since: str = "", done: str | None = None
+) -> None:
+    """Until fio ``pid`` ends (or its shell writes ``done``); StackError past ``deadline`` or
+    when ``device`` stalls (the stall is told as ``since``: when the watch began)."""
     watch = Progress()
     while True:
-        alive, completed = _poll(host, pid, device)
+        alive, completed = _poll(host, pid, device, done)
         if not alive:
             return
         now = time.monotonic()
@@ -412,7 +415,7 @@ def _wait(host: Host, pid: int, deadline: float, device: str | None, since: str 
             )
 
 
-def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
+def _poll(host: Host, pid: int, device: str | None, done: str | None = None) -> tuple[bool, int | None]:
     """Whether fio still runs, and how many I/Os ``device`` has completed (None: unknown).
 
     The counts are the block layer's (``/sys/block/DEV/stat``: reads and
@@ -423,14 +426,27 @@ def _poll(host: Host, pid: int, device: str | None) -> tuple[bool, int | None]:
     if device:
         name = f"$(basename $(readlink -f {shlex.quote(device)}))"
         stat = f"; cat /sys/block/{name}/stat 2>/dev/null"
-    # Waits up to POLL_S in the host for fio to end, and learns of its end within a tenth of it.
-    waited = f"timeout {POLL_S:g} tail -s {POLL_S / 10:g} --pid={pid} -f /dev/null; "
-    result = host.run(f"{waited}kill -0 {pid} 2>/dev/null || exit 3{stat}", timeout=POLL_S + 30)
+    result = host.run(f"{poll_script(pid, done)}{stat}", timeout=POLL_S + 30)
     if result.rc == 3:
         return False, None
     fields = result.stdout.split()
-    done = int(fields[0]) + int(fields[4]) if len(fields) >= 5 and fields[0].isdigit() else None
-    return True, done
+    count = int(fields[0]) + int(fields[4]) if len(fields) >= 5 and fields[0].isdigit() else None
+    return True, count
+
+
+def poll_script(pid: int, done: str | None = None) -> str:
+    """Waits up to POLL_S in the host for fio to end, learning of its end within a tenth of it;
+    exits 3 once it has.
+
+    ``pid`` is the shell the agent spawned, which runs fio and then writes ``done`` (fio's exit
+    code).  The agent reaps that shell only at its next command, so the ended shell is a zombie
+    meanwhile, and a zombie answers ``kill -0`` and ``tail --pid`` as if it ran: the wait is on
+    fio (the shell's child, which the shell reaps) and on ``done``, not on the shell alone.
+    """
+    fio = f"c=$(pgrep -o -P {pid}); "
+    waited = f'[ -z "$c" ] || timeout {POLL_S:g} tail -s {POLL_S / 10:g} --pid="$c" -f /dev/null; '
+    ended = f"[ -e {shlex.quote(done)} ] && exit 3; " if done else ""
+    return f"{fio}{waited}{ended}kill -0 {pid} 2>/dev/null || exit 3"
 
 
 @dataclass

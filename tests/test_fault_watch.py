@@ -126,3 +126,32 @@ def test_a_device_that_stands_still_after_the_faults_stops_the_run(monkeypatch):
         faults._wait(FioHost(), 42, deadline=9_000.0, device="/dev/nvme0n1")
     assert "no I/O completed on /dev/nvme0n1" in str(err.value)
     assert "did not come back" in str(err.value)
+
+
+@pytest.mark.subprocess  # the poll runs in a real shell, beside a real unreaped process
+def test_a_poll_learns_of_fios_end_though_its_shell_is_left_a_zombie(tmp_path):
+    """The agent reaps a spawned shell only at its next command: the poll must not take that
+    zombie for a running fio and wait out its POLL_S (it did, a second or two a point)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    done = tmp_path / "x.rc"
+    shell = subprocess.Popen(["/bin/sh", "-c", f"sleep 0.6; echo 0 > {done}"])  # not waited for
+    try:
+        began = time.monotonic()
+        running = subprocess.run(["bash", "-c", faults.poll_script(shell.pid, str(done))], timeout=30)
+        assert running.returncode == 3  # fio (sleep) ended within the poll, and was seen to
+        assert time.monotonic() - began < faults.POLL_S - 0.5
+        assert subprocess.run(["bash", "-c", f"kill -0 {shell.pid}"]).returncode == 0  # a zombie
+    finally:
+        shell.wait()
+    slow = subprocess.Popen(["/bin/sh", "-c", f"sleep 20; echo 0 > {done}.2"], start_new_session=True)
+    try:
+        began = time.monotonic()
+        still = subprocess.run(["bash", "-c", faults.poll_script(slow.pid, f"{done}.2")], timeout=30)
+        assert still.returncode == 0 and time.monotonic() - began >= faults.POLL_S - 0.2
+    finally:
+        os.killpg(slow.pid, signal.SIGKILL)  # its own group: the shell and its sleep
+        slow.wait()
