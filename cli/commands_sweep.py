@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from sanlab.emulator.processes import process_start
 from sanlab.models.sweep import EXPAND_STEP, MAX_POINTS, SweepSpec, expand, grid_size, load_spec
 from sanlab.models.sweep_run import (
     OVERSUBSCRIBE_ENV,
@@ -199,11 +200,10 @@ def _started() -> float:
     counts from there, not from after Python's imports.  Read from the kernel's start time of
     this process; a process older than ``FRESH_S`` (a test runner calling in) counts from now."""
     now = time.monotonic()
-    try:
-        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
+    started = process_start(os.getpid())  # the one home of a process's start time
+    if started is None:
         return now
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - started / os.sysconf("SC_CLK_TCK")
     return now - age if 0 <= age <= FRESH_S else now
 
 

@@ -29,7 +29,6 @@ from sanlab.emulator.cpuflags import impossible, live_flags
 from sanlab.emulator.images import Image
 from sanlab.emulator.panics import last_words
 from sanlab.emulator.processes import Recorded, process_start, recorded, stop_pid
-from sanlab.emulator.processes import pid_alive as pid_alive  # re-exported: tests ask qemu.pid_alive
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
 from sanlab.scenarios.writing import open_stream
 

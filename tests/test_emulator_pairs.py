@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sanlab.emulator.lab import running_lab
-from sanlab.emulator.qemu import pid_alive
+from sanlab.emulator.processes import pid_alive
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.targets.sessions import matrix
 from support import SCENARIOS

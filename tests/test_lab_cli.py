@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from sanlab.emulator.lab import labs_root, left_over, new_run_dir
-from sanlab.emulator.qemu import pid_alive
+from sanlab.emulator.processes import pid_alive
 from sanlab.scenarios.errors import SanlabError
 from support import INTERRUPTIBLE, SCENARIOS
 
