@@ -8,15 +8,18 @@ parts of a ProxyJump hop, ``%`` tokens and ``$``, options that run, load or read
 forwards, and key files that are folders, FIFOs, devices or start with '-'.  Each case
 goes through ``validate`` and ``run --dry-run`` (in this process, with every process start
 refused and recorded: a case that reached ssh fails) and must end with exit 1 or 2 and a
-line that names the file, the field, the value and what is allowed.  The ``subprocess``
-tests then run the issue's forms through the real command line -- ``validate``,
-``run --dry-run``, ``run --resume`` of a planted run folder, an inventory -- with a tracer
-``ssh`` first on PATH, and prove that no ssh started and no canary file appeared.
+line that names the file, the field, the value and what is allowed.  The issue's forms then
+go through the whole command line -- ``validate``, ``run --dry-run``, ``run --resume`` of a
+planted run folder, an inventory -- every form in this process (click's runner, every process
+start recorded), and a chosen few as a real ``sanlab`` process with a tracer ``ssh`` first on
+PATH (what only a process shows: its exit status, its real stderr, the PATH lookup): no ssh
+started and no canary file appeared.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -270,6 +273,38 @@ def _sanlab(folder: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _sanlab_here(folder: Path, started: list[list[str]], *argv: str) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (click's runner, from ``folder``), answered as a
+    process would be; ``started`` (the no_process fixture) records any process it tried."""
+    with contextlib.chdir(folder), deadline(30):
+        result = CliRunner().invoke(cli, list(argv))
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), (
+        f"raised {result.exception!r}"
+    )
+    assert not started, f"a process started: {started}"
+    return subprocess.CompletedProcess(["sanlab", *argv], result.exit_code, result.stdout, result.stderr)
+
+
+# The forms that also go through a real sanlab process (the rest: in this process only).
+PROCESS_FORMS = ("proxycommand", "localcommand")
+PROCESS_INVENTORY_FORMS = ("proxycommand-spaced",)
+
+
+def _through(forms: dict[str, Any], as_process: tuple[str, ...]) -> list[Any]:
+    here = [pytest.param(form, False, id=form) for form in forms]
+    return here + [
+        pytest.param(form, True, id=f"{form}-process", marks=pytest.mark.subprocess) for form in as_process
+    ]
+
+
+def _runner(request, folder: Path, as_process: bool):
+    """``sanlab ARGV`` from ``folder``: a real process, or this one with process starts recorded."""
+    if as_process:
+        return lambda *argv: _sanlab(folder, *argv)
+    started = request.getfixturevalue("no_process")
+    return lambda *argv: _sanlab_here(folder, started, *argv)
+
+
 def _assert_nothing_ran(done: subprocess.CompletedProcess[str], folder: Path, names: str) -> None:
     assert done.returncode in (1, 2), done.stderr
     assert "Traceback" not in done.stderr
@@ -287,9 +322,9 @@ def _planted_run(folder: Path, scenario: dict[str, Any]) -> Path:
     return run.root
 
 
-@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
-@pytest.mark.parametrize("form", FORMS)
-def test_a_scenario_form_runs_nothing_through_validate_dry_run_or_resume(tmp_path, form):
+@pytest.mark.parametrize(("form", "as_process"), _through(FORMS, PROCESS_FORMS))
+def test_a_scenario_form_runs_nothing_through_validate_dry_run_or_resume(request, tmp_path, form, as_process):
+    sanlab = _runner(request, tmp_path, as_process)
     _plant(tmp_path)
     scenario = _scenario(tmp_path, ssh_options=[_fill(o, tmp_path) for o in FORMS[form]])
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario))
@@ -299,12 +334,12 @@ def test_a_scenario_form_runs_nothing_through_validate_dry_run_or_resume(tmp_pat
         (["run", "s.yaml", "--dry-run"], "s.yaml: hosts[0].ssh_options[0]"),
         (["run", "--resume", str(run)], f"{run}/scenario.yaml: hosts[0].ssh_options[0]"),
     ):
-        _assert_nothing_ran(_sanlab(tmp_path, *argv), tmp_path, names)
+        _assert_nothing_ran(sanlab(*argv), tmp_path, names)
 
 
-@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
-@pytest.mark.parametrize("form", INVENTORY_FORMS)
-def test_an_inventory_form_runs_nothing_through_dry_run_or_resume(tmp_path, form):
+@pytest.mark.parametrize(("form", "as_process"), _through(INVENTORY_FORMS, PROCESS_INVENTORY_FORMS))
+def test_an_inventory_form_runs_nothing_through_dry_run_or_resume(request, tmp_path, form, as_process):
+    sanlab = _runner(request, tmp_path, as_process)
     _plant(tmp_path)
     plain = json.loads(json.dumps(MACHINES))
     for host in plain["hosts"]:
@@ -319,7 +354,7 @@ def test_an_inventory_form_runs_nothing_through_dry_run_or_resume(tmp_path, form
         ["run", "s.yaml", "--inventory", "inv.yaml", "--dry-run"],
         ["run", "--resume", str(run), "--inventory", "inv.yaml"],
     ):
-        _assert_nothing_ran(_sanlab(tmp_path, *argv), tmp_path, names)
+        _assert_nothing_ran(sanlab(*argv), tmp_path, names)
 
 
 @pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
