@@ -17,8 +17,8 @@ import click
 from sanlab.commands_lab import lab
 from sanlab.emulator.lab import check_lab_name, lab_names, read_state
 from sanlab.lab_checks import LabProbes, checked_exercise
-from sanlab.scenarios.checking import Checker, next_step
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.labs.checking import Checker, next_step
 from sanlab.scenarios.schema import READ_WRITE, Workload
 from sanlab.scenarios.sizes import FAULT_LENGTH
 from sanlab.targets.sessions import lab_targets

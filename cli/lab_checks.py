@@ -1,6 +1,6 @@
 """``sanlab lab check``'s probes, wired to the layers that answer them.
 
-Wiring only: scenarios/checking.py judges the steps; the emulator runs a
+Wiring only: scenarios/labs/checking.py judges the steps; the emulator runs a
 host's or this machine's command (emulator/probes.py), the targets say what
 a keeper holds (targets/lab_targets.py), the dissectors read the lab's
 capture (dissectors/probes.py), and a projection is ``sanlab model`` itself,
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from sanlab.dissectors.probes import Figures, frames_matching
 from sanlab.emulator import probes as host_probes
 from sanlab.emulator.lab import capture_file
-from sanlab.scenarios.checking import Seen
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.exercises import (
+from sanlab.scenarios.labs.checking import Seen
+from sanlab.scenarios.labs.exercises import (
     CaptureProbe,
     Exercise,
     ExerciseFile,

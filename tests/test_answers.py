@@ -12,7 +12,7 @@ import re
 import pytest
 import yaml
 
-from sanlab.scenarios.answers import judge
+from sanlab.scenarios.labs.answers import judge
 
 # (expected, tolerance, unit, spellings that mean it, near misses)
 MATRIX = [

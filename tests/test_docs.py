@@ -106,7 +106,7 @@ def _answers() -> dict[str, list[float]]:
 
     from sanlab.dissectors.analyze import analyze
     from sanlab.main import cli
-    from sanlab.scenarios.exercises import load_exercises
+    from sanlab.scenarios.labs.exercises import load_exercises
 
     captures = [analyze(p) for p in sorted((REPO / "tests" / "golden").glob("*.pcap"))]
     found: dict[str, list[float]] = {}

@@ -579,7 +579,7 @@ ALLOWED = {
     ("emulator/processes.py", "pid_alive", "open"): "/proc/PID/stat: the kernel's",
     ("emulator/processes.py", "process_start", "open"): "/proc/PID/stat: the kernel's",
     (
-        "scenarios/checking.py",
+        "scenarios/labs/checking.py",
         "answers",
         "yaml.load",
     ): "text from yamlfile.read_text, after load_yaml bounded it",

@@ -21,8 +21,8 @@ from click.testing import CliRunner
 
 from sanlab.lab_checks import model_argv
 from sanlab.main import cli
-from sanlab.scenarios.answers import judge
-from sanlab.scenarios.exercises import LABS_DIR, AnswerProbe, load_exercises
+from sanlab.scenarios.labs.answers import judge
+from sanlab.scenarios.labs.exercises import LABS_DIR, AnswerProbe, load_exercises
 from support import REPO
 
 GOLDEN = REPO / "tests" / "golden"
@@ -155,8 +155,8 @@ class _Answers:
 
 
 def _lab6(tmp_path: Path, text: str):
-    from sanlab.scenarios.checking import Checker
-    from sanlab.scenarios.exercises import find_exercise
+    from sanlab.scenarios.labs.checking import Checker
+    from sanlab.scenarios.labs.exercises import find_exercise
 
     _, exercise = find_exercise("project-100g")
     answers = tmp_path / "project-100g.answers.yaml"
@@ -187,8 +187,8 @@ def test_an_unknown_key_is_named_with_the_closest_expected_one(tmp_path):
 
 
 def test_next_is_said_only_while_a_step_is_unticked_and_lab_6_never_says_lab_up(tmp_path):
-    from sanlab.scenarios.checking import Verdict, next_step
-    from sanlab.scenarios.exercises import find_exercise
+    from sanlab.scenarios.labs.checking import Verdict, next_step
+    from sanlab.scenarios.labs.exercises import find_exercise
 
     _, lab6 = find_exercise("project-100g")
     _, lab1 = find_exercise("iscsi-wire")

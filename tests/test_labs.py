@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.scenarios.exercises import LABS_DIR, load_exercises
+from sanlab.scenarios.labs.exercises import LABS_DIR, load_exercises
 from sanlab.validation import load_checked
 from support import REPO
 

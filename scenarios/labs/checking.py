@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 import yaml
 
-from sanlab.scenarios.answers import judge
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.exercises import (
+from sanlab.scenarios.labs.answers import judge
+from sanlab.scenarios.labs.exercises import (
     AnswerProbe,
     CaptureProbe,
     Exercise,

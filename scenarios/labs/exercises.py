@@ -136,7 +136,7 @@ class ExerciseFile(Strict):
     exercises: Annotated[dict[Label, Exercise], Field(min_length=1, max_length=10)]
 
 
-LABS_DIR = Path(__file__).resolve().parent / "labs"
+LABS_DIR = Path(__file__).resolve().parent
 
 
 def load_exercises(path: Path) -> ExerciseFile:
