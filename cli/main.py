@@ -27,7 +27,7 @@ COMMANDS = {
     "run": ("sanlab.commands_run", "run"),
     "lab": ("sanlab.commands_lab_targets", "lab"),
     "analyze": ("sanlab.commands_analyze", "analyze"),
-    "images": ("sanlab.commands_lab", "images"),
+    "images": ("sanlab.commands_images", "images"),
     "dissectors": ("sanlab.commands_dissect", "dissectors"),
 }
 
