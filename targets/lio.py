@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
@@ -59,7 +59,7 @@ def _backstore(name: str, lun: int, backing: Backing | None, size: int) -> tuple
     ]
 
 
-def _luns(tpg: str, name: str, backings: list[Backing | None], size: int) -> list[str]:
+def _luns(tpg: str, name: str, backings: Sequence[Backing | None], size: int) -> list[str]:
     lines = []
     for lun, backing in enumerate(backings):
         path, commands = _backstore(name, lun, backing, size)
@@ -87,7 +87,7 @@ class Export:
     restore: tuple[tuple[str, str], ...] = ()  # (attribute, value it had before)
 
 
-def claim(host: Host, root: str, tpg: str, name: str, backings: list[Backing | None]) -> Export:
+def claim(host: Host, root: str, tpg: str, name: str, backings: Sequence[Backing | None]) -> Export:
     """Check that the objects this export will make are free; note which HBAs exist already."""
     storage = tuple(_storage_path(name, lun, b) for lun, b in enumerate(backings))
     hbas = tuple(dict.fromkeys(path.rsplit("/", 1)[0] for path in storage))
@@ -120,38 +120,46 @@ def remove(host: Host, made: Export) -> None:
     host.run("\n".join(lines + ["true"]), timeout=60)
 
 
-def start_iscsi(
-    host: Host,
-    iqn: str,
-    initiator_iqns: list[str],
-    addresses: list[str],
-    iser: bool,
-    backings: list[Backing | None],
-    size: int,
-    header_digest: bool,
-    data_digest: bool,
-    chap: Chap | None,
-) -> None:
+@dataclass(frozen=True)
+class IscsiSettings:
+    """What one iSCSI (or iSER) export serves and to whom: ``start_iscsi`` and
+    ``iscsi_exported`` take it whole, so the two never drift apart.  A backing of None is
+    LIO's own RAM disk of ``size`` bytes."""
+
+    iqn: str
+    initiator_iqns: tuple[str, ...]  # an ACL each (several: initiators sharing the target)
+    addresses: tuple[str, ...]  # a portal each (several: the paths of a multipath device)
+    iser: bool
+    backings: tuple[Backing | None, ...]  # one per LUN
+    size: int
+    header_digest: bool = False
+    data_digest: bool = False
+    chap: Chap | None = None
+
+
+def start_iscsi(host: Host, settings: IscsiSettings) -> None:
     """One portal per address (several: the paths of a multipath device), and an ACL per
     initiator IQN (several: initiators sharing the target, each its own session)."""
+    s = settings
+    iqn, iser, chap, addresses = s.iqn, s.iser, s.chap, s.addresses
     tpg = f"{CFS}/iscsi/{iqn}/tpgt_1"
     lines = ["modprobe target_core_mod", "modprobe iscsi_target_mod"]
     if iser:
         lines.append("modprobe ib_isert")
-    lines += [f"mkdir -p {tpg}"] + _luns(tpg, iqn.rsplit(":", 1)[1], backings, size)
-    for initiator in initiator_iqns:
-        lines += _acl(tpg, initiator, len(backings))
+    lines += [f"mkdir -p {tpg}"] + _luns(tpg, iqn.rsplit(":", 1)[1], s.backings, s.size)
+    for initiator in s.initiator_iqns:
+        lines += _acl(tpg, initiator, len(s.backings))
     for address in addresses:
         portal = f"{tpg}/np/{address}:{ISCSI_PORT}"
         lines += [f"mkdir {portal}"] + ([f"echo 1 > {portal}/iser"] if iser else [])
     digest = lambda on: "CRC32C" if on else "None"  # noqa: E731
     lines += [
-        f"echo {digest(header_digest)} > {tpg}/param/HeaderDigest",
-        f"echo {digest(data_digest)} > {tpg}/param/DataDigest",
+        f"echo {digest(s.header_digest)} > {tpg}/param/HeaderDigest",
+        f"echo {digest(s.data_digest)} > {tpg}/param/DataDigest",
     ]
     if chap:
         # printf, not echo: LIO keeps a trailing newline as part of the secret.
-        for initiator in initiator_iqns:
+        for initiator in s.initiator_iqns:
             auth = f"{tpg}/acls/{initiator}/auth"
             lines += [
                 f"printf %s {shlex.quote(chap.username)} > {auth}/userid",
@@ -175,15 +183,20 @@ def srp_port_name(gid: str) -> str:
     return "0x" + gid.replace(":", "")
 
 
-def start_srp(
-    host: Host,
-    rdma_device: str,
-    address: str,
-    initiator_ids: list[str],
-    backings: list[Backing | None],
-    size: int,
-    name: str = "srp",
-) -> str:
+@dataclass(frozen=True)
+class SrpSettings:
+    """What one SRP export serves and to whom: ``start_srp`` and ``srp_exported`` take it
+    whole.  A backing of None is LIO's own RAM disk of ``size`` bytes."""
+
+    name: str  # the storage objects' name
+    rdma_device: str  # the target's RDMA device, whose port the target port is named after
+    address: str  # the target's own address (an ACL name too: see start_srp)
+    initiator_ids: tuple[str, ...]  # the initiator's GID and address, an ACL each
+    backings: tuple[Backing | None, ...]  # one per LUN
+    size: int
+
+
+def start_srp(host: Host, settings: SrpSettings) -> str:
     """Export the LUNs on ``rdma_device``; returns the target's service GUID (the ioc_guid).
 
     For a login over RDMA/CM, Linux 6.1's ib_srpt looks the ACL up under the
@@ -192,6 +205,8 @@ def start_srp(
     So the target's address is an ACL name too, beside the initiator's GID
     and address, which other kernels use.
     """
+    s = settings
+    rdma_device = s.rdma_device
     gid = sh(host, f"cat /sys/class/infiniband/{rdma_device}/ports/1/gids/0", "reading the port GID")
     port = srp_port_name(gid.strip())
     tpg = f"{CFS}/srpt/{port}/{port}"
@@ -201,9 +216,9 @@ def start_srp(
         f"mkdir -p {CFS}/srpt",
         f"echo {SRP_PORT} > {CFS}/srpt/discovery_auth/rdma_cm_port",
         f"mkdir -p {tpg}",
-    ] + _luns(tpg, name, backings, size)
-    for ident in sorted(set(initiator_ids) | {address}):
-        lines += _acl(tpg, ident, len(backings))
+    ] + _luns(tpg, s.name, s.backings, s.size)
+    for ident in sorted(set(s.initiator_ids) | {s.address}):
+        lines += _acl(tpg, ident, len(s.backings))
     lines.append(f"echo 1 > {tpg}/enable")
     sh(host, "\n".join(lines), f"LIO: exporting SRP on {rdma_device} ({port})")
     return sh(
@@ -217,50 +232,30 @@ def srp_port(host: Host, rdma_device: str) -> str:
 
 
 @contextmanager
-def iscsi_exported(
-    host: Host,
-    iqn: str,
-    initiator_iqns: list[str],
-    addresses: list[str],
-    iser: bool,
-    backings: list[Backing | None],
-    size: int,
-    header_digest: bool,
-    data_digest: bool,
-    chap: Chap | None,
-) -> Iterator[Export]:
+def iscsi_exported(host: Host, settings: IscsiSettings) -> Iterator[Export]:
     """An iSCSI (or iSER) target of sanlab's own for the ``with`` block, removed however it ends."""
-    root = f"{CFS}/iscsi/{iqn}"
-    made = claim(host, root, f"{root}/tpgt_1", iqn.rsplit(":", 1)[1], backings)
+    root = f"{CFS}/iscsi/{settings.iqn}"
+    made = claim(host, root, f"{root}/tpgt_1", settings.iqn.rsplit(":", 1)[1], settings.backings)
     try:
-        digests = (header_digest, data_digest)
-        start_iscsi(host, iqn, initiator_iqns, addresses, iser, backings, size, *digests, chap)
+        start_iscsi(host, settings)
         yield made
     finally:
         remove(host, made)
 
 
 @contextmanager
-def srp_exported(
-    host: Host,
-    name: str,
-    rdma_device: str,
-    address: str,
-    initiator_ids: list[str],
-    backings: list[Backing | None],
-    size: int,
-) -> Iterator[str]:
+def srp_exported(host: Host, settings: SrpSettings) -> Iterator[str]:
     """An SRP target port of sanlab's own; yields the service GUID.  The RDMA/CM port it sets
     in ``srpt/discovery_auth`` is put back as it was."""
-    port = srp_port(host, rdma_device)
+    port = srp_port(host, settings.rdma_device)
     root = f"{CFS}/srpt/{port}"
-    made = claim(host, root, f"{root}/{port}", name, backings)
+    made = claim(host, root, f"{root}/{port}", settings.name, settings.backings)
     setting = f"{CFS}/srpt/discovery_auth/rdma_cm_port"
     before = host.run(f"modprobe ib_srpt; mkdir -p {CFS}/srpt; cat {setting}", timeout=60).stdout.strip()
     if before.isdigit():
         made = replace(made, restore=((setting, before),))
     try:
-        yield start_srp(host, rdma_device, address, initiator_ids, backings, size, name)
+        yield start_srp(host, settings)
     finally:
         remove(host, made)
 

@@ -49,17 +49,23 @@ class Identity:
         return f" --hostnqn={shlex.quote(self.nqn)}{secret}" + (" --tls" if self.tls else "")
 
 
-def connect(
-    host: Host,
-    nqn: str,
-    transport: str,
-    addresses: list[str],
-    header_digest: bool,
-    data_digest: bool,
-    say: Callable[[str], None] = lambda m: None,
-    identity: Identity | None = None,
-) -> list[str]:
-    """Connect to ``nqn`` at each address and return its namespaces' block devices.
+@dataclass(frozen=True)
+class Connection:
+    """What a host connects to and how: the subsystem ``nqn`` over ``transport`` at each of
+    ``addresses`` (several: the paths of one multipath device), with digests, and as whom
+    (``identity``: its host NQN, the secret it proves, TLS).  ``connect`` and ``connected``
+    take it whole, so the two never drift apart."""
+
+    nqn: str
+    transport: str
+    addresses: tuple[str, ...]
+    header_digest: bool = False
+    data_digest: bool = False
+    identity: Identity | None = None
+
+
+def connect(host: Host, to: Connection, say: Callable[[str], None] = lambda m: None) -> list[str]:
+    """Connect to ``to.nqn`` at each address and return its namespaces' block devices.
 
     Several addresses are several paths to one subsystem: the kernel's
     native multipath (on in Debian's kernel) joins their controllers under
@@ -73,16 +79,16 @@ def connect(
     until the connection closes.  A slow TCG guest hits that window now and
     then; the retry makes a new connection.
     """
-    trtype = TRANSPORTS[transport].carrier  # nvme-cli's --transport: tcp or rdma
-    options = (" --hdr-digest" if header_digest else "") + (" --data-digest" if data_digest else "")
-    if identity:
-        options += identity.options()
+    nqn, trtype = to.nqn, TRANSPORTS[to.transport].carrier  # nvme-cli's --transport: tcp or rdma
+    options = (" --hdr-digest" if to.header_digest else "") + (" --data-digest" if to.data_digest else "")
+    if to.identity:
+        options += to.identity.options()
     prepare = (
         f"modprobe nvme-{trtype}\n"
         f"echo {CONNECT_TIMEOUT_S} > /sys/module/nvme_core/parameters/admin_timeout\n"
         "[ -s /etc/nvme/hostnqn ] || { mkdir -p /etc/nvme; nvme gen-hostnqn > /etc/nvme/hostnqn; }\n"
     )
-    for address in addresses:
+    for address in to.addresses:
         command = (
             f"nvme connect -t {trtype} -a {shlex.quote(address)} -s {NVME_PORT} -n {shlex.quote(nqn)}"
             f" --ctrl-loss-tmo={CTRL_LOSS_TMO_S}{options}"
@@ -139,23 +145,12 @@ def disconnect(host: Host, nqn: str) -> None:
 
 
 @contextmanager
-def connected(
-    host: Host,
-    nqn: str,
-    transport: str,
-    addresses: list[str],
-    header_digest: bool,
-    data_digest: bool,
-    say: Callable[[str], None] = lambda m: None,
-    identity: Identity | None = None,
-) -> Iterator[list[str]]:
-    """Controllers to ``nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards.
-
-    ``identity``: who the host says it is, and how it proves it."""
+def connected(host: Host, to: Connection, say: Callable[[str], None] = lambda m: None) -> Iterator[list[str]]:
+    """Controllers to ``to.nqn`` (a sanlab NQN) for the ``with`` block; disconnected afterwards."""
     try:
-        yield connect(host, nqn, transport, addresses, header_digest, data_digest, say, identity)
+        yield connect(host, to, say)
     finally:
-        disconnect(host, nqn)
+        disconnect(host, to.nqn)
 
 
 def reset_script(nqn: str) -> str:

@@ -218,13 +218,15 @@ def nvmet_connect(
     return steps.enter_context(
         nvme_host.connected(
             wiring.initiator_host,
-            nqn(name),
-            target.transport,
-            wiring.target_addresses,
-            target.header_digest,
-            target.data_digest,
+            nvme_host.Connection(
+                nqn(name),
+                target.transport,
+                tuple(wiring.target_addresses),
+                target.header_digest,
+                target.data_digest,
+                identity,
+            ),
             say,
-            identity,
         )
     )
 
@@ -305,15 +307,17 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
     steps.enter_context(
         lio.iscsi_exported(
             t,
-            iqn(name),
-            wiring.admitted_iqns,
-            wiring.target_addresses,
-            TRANSPORTS[target.transport].rdma,
-            storage,
-            target.size,
-            target.header_digest,
-            target.data_digest,
-            _chap(target),
+            lio.IscsiSettings(
+                iqn(name),
+                tuple(wiring.admitted_iqns),
+                tuple(wiring.target_addresses),
+                TRANSPORTS[target.transport].rdma,
+                tuple(storage),
+                target.size,
+                target.header_digest,
+                target.data_digest,
+                _chap(target),
+            ),
         )
     )
     return _portals(wiring, iqn(name), ISCSI_PORT)
@@ -335,7 +339,10 @@ def _lio_srp_export(
         raise StackError(f"SRP needs an RDMA device at both ends of link {wiring.link!r}")
     ids = srp_initiator.identities(wiring.initiator_host, there, wiring.initiator_address)
     guid = steps.enter_context(
-        lio.srp_exported(wiring.target_host, name, here, wiring.target_address, ids, storage, target.size)
+        lio.srp_exported(
+            wiring.target_host,
+            lio.SrpSettings(name, here, wiring.target_address, tuple(ids), tuple(storage), target.size),
+        )
     )
     return {"ioc_guid": guid}
 

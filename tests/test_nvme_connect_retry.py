@@ -26,6 +26,8 @@ TIMED_OUT = (
     "[138.448120] nvme nvme0: Connect command failed, error wo/DNR bit: 881\n"
 )
 REFUSED = '[12.0] nvme nvme0: Connect Invalid Data Parameter, subsysnqn "nqn.x"\n'
+RDMA = nvme_host.Connection("nqn.x", "nvme-rdma", ("169.254.11.2",))
+TCP = nvme_host.Connection("nqn.x", "nvme-tcp", ("169.254.10.2",))
 
 
 @dataclass
@@ -61,7 +63,7 @@ class ScriptedHost:
 def test_a_timed_out_connect_is_tried_again():
     host = ScriptedHost([Reply(rc=1, stderr="could not add new controller"), Reply()], TIMED_OUT)
     heard: list[str] = []
-    devices = nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False, heard.append)
+    devices = nvme_host.connect(host, RDMA, heard.append)
     assert devices == ["/dev/nvme0n1"]
     assert sum("nvme connect" in c for c in host.commands) == 2
     assert any("nvme disconnect -n nqn.x" in c for c in host.commands)
@@ -75,7 +77,7 @@ def test_a_timed_out_connect_is_tried_again():
 def test_a_refused_connect_is_not_retried():
     host = ScriptedHost([Reply(rc=1, stderr="could not add new controller")], REFUSED)
     with pytest.raises(StackError, match="Invalid Data Parameter"):
-        nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False)
+        nvme_host.connect(host, RDMA)
     assert sum("nvme connect" in c for c in host.commands) == 1
 
 
@@ -83,7 +85,7 @@ def test_a_second_timeout_is_reported():
     failed = Reply(rc=1, stderr="could not add new controller")
     host = ScriptedHost([failed, failed], TIMED_OUT)
     with pytest.raises(StackError, match="QID 1 timeout") as raised:
-        nvme_host.connect(host, "nqn.x", "nvme-tcp", ["169.254.10.2"], False, False)
+        nvme_host.connect(host, TCP)
     assert sum("nvme connect" in c for c in host.commands) == nvme_host.CONNECT_ATTEMPTS
     assert f"(attempt 2 of {nvme_host.CONNECT_ATTEMPTS}; the first timed out)" in str(raised.value)
 
@@ -92,7 +94,7 @@ def test_a_lost_controller_gives_up_after_the_longest_fault_and_a_minute():
     """Not nvme-cli's 600 s: a transport that cannot come back fails its I/O in bounded time,
     but never before a fault a scenario may inject has ended."""
     host = ScriptedHost([Reply()], "")
-    nvme_host.connect(host, "nqn.x", "nvme-rdma", ["169.254.11.2"], False, False)
+    nvme_host.connect(host, RDMA)
     (connect,) = [c for c in host.commands if "nvme connect" in c]
     assert f"--ctrl-loss-tmo={nvme_host.CTRL_LOSS_TMO_S}" in connect
     longest_fault = FAULT_LENGTH.high
