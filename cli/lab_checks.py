@@ -2,7 +2,7 @@
 
 Wiring only: scenarios/labs/checking.py judges the steps; the emulator runs a
 host's or this machine's command (emulator/probes.py), the targets say what
-a keeper holds (targets/lab_targets.py), the dissectors read the lab's
+a keeper holds (targets/sessions/lab_targets.py), the dissectors read the lab's
 capture (dissectors/probes.py), and a projection is ``sanlab model`` itself,
 run as a student would run it.
 """

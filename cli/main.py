@@ -18,14 +18,14 @@ import click
 
 from sanlab import __version__
 
-# verb -> (module, attribute); 'lab' comes from the module that adds export, connect, fio… to it.
+# verb -> (module, attribute): one module per verb group.
 COMMANDS = {
     "validate": ("sanlab.validation", "validate"),
     "model": ("sanlab.commands_model", "model"),
     "calibrate": ("sanlab.commands_calibrate", "calibrate"),
     "sweep": ("sanlab.commands_sweep", "sweep"),
     "run": ("sanlab.commands_run", "run"),
-    "lab": ("sanlab.commands_lab_targets", "lab"),
+    "lab": ("sanlab.commands_lab", "lab"),
     "analyze": ("sanlab.commands_analyze", "analyze"),
     "images": ("sanlab.commands_images", "images"),
     "dissectors": ("sanlab.commands_dissect", "dissectors"),
