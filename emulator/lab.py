@@ -468,14 +468,19 @@ class Lab:
         return [vm.name for (vm, _, _), ok in zip(ends, answers, strict=True) if not ok]
 
     def _settled(self, link: str) -> LinkHealth:
-        """The link's health once a step has had time to take: checked until it answers, for
-        at most SETTLE_S (a silent link is told after one more check past that)."""
+        """The link's health once a step has taken: checked until it answers; a silent link is
+        told after one more check once both ends show the step in full (``cables.settled``:
+        up, and the RDMA device ACTIVE with its GID), or past SETTLE_S.  So a step that could
+        not help costs two checks, not SETTLE_S, and one still settling gets its time."""
         deadline = time.monotonic() + SETTLE_S
+        taken = False
         while True:
             health = self.check_link(link)
-            if health.ok or time.monotonic() >= deadline:
+            if health.ok or taken or time.monotonic() >= deadline:
                 return health
-            time.sleep(SETTLE_POLL_S)
+            taken = all(cables.settled(vm, nic) for vm, nic, _ in self._ends(link))
+            if not taken:
+                time.sleep(SETTLE_POLL_S)
 
     def reboot_link_hosts(self, link: str, say: Say = lambda m: None) -> None:
         """Reboot the guests at the ends of ``link`` (never the fabric VM) and set them up again:

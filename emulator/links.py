@@ -103,6 +103,31 @@ def answers(host: Runs, nic: Interface, peer: str, count: int = 3) -> bool:
     return host.run(f"ping -q -n -c {count} -W 2 -I {nic.link} {peer}", timeout=30 + 3 * count).ok
 
 
+def ipv4_gid(address: str) -> str:
+    """The RoCE v2 GID that rxe makes from an IPv4 address, as sysfs prints it."""
+    a, b, c, d = (int(x) for x in address.split("."))
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def settle_script(nic: Interface) -> str:
+    """Exits 0 once nothing more is on its way to this end after a step that re-armed it: the
+    interface is up, and its RDMA device, when there is one, is ACTIVE and (rxe) holds its
+    address's GID again, which rxe re-adds from netdev events some time after the link is up.
+    A missing RDMA device is nothing to wait for: no step short of a NIC reset makes one."""
+    lines = [f'[ "$(cat /sys/class/net/{nic.link}/operstate 2>/dev/null)" = up ] || exit 1']
+    if nic.rdma_device:
+        port = f"/sys/class/infiniband/{nic.rdma_device}/ports/1"
+        lines += [f"[ -e {port} ] || exit 0", f"grep -q ACTIVE {port}/state || exit 1"]
+        if nic.rdma_driver == "rxe":
+            lines.append(f"cat {port}/gids/* 2>/dev/null | grep -qx {ipv4_gid(nic.address)}")
+    return "\n".join(lines)
+
+
+def settled(host: Runs, nic: Interface) -> bool:
+    """Whether this end has taken a restart step in full (``settle_script``)."""
+    return host.run(settle_script(nic), timeout=30).ok
+
+
 RPING_S = 20  # an RDMA/CM connection and one ping take 1-3 s under TCG
 
 
@@ -121,18 +146,23 @@ def rdma_answers(server: Runs, client: Runs, address: str) -> bool:
     started = server.run(f"timeout {RPING_S + 10} rping -s -a {where} -C 1 >/dev/null 2>&1 & echo $!")
     pid = started.stdout.strip()
     try:
-        listening = server.run(
-            "for i in $(seq 20); do rdma resource show cm_id | grep -q 'LISTEN.*rping' && exit 0; "
-            "sleep 0.5; done; exit 1",
-            timeout=30,
-        )
+        listening = pid.isdigit() and server.run(listening_script(int(pid)), timeout=30).ok
         return (
-            listening.ok
-            and client.run(f"timeout {RPING_S} rping -c -a {where} -C 1", timeout=RPING_S + 30).ok
+            listening and client.run(f"timeout {RPING_S} rping -c -a {where} -C 1", timeout=RPING_S + 30).ok
         )
     finally:
         if pid.isdigit():
             server.run(f"kill {pid} 2>/dev/null; true", timeout=30)
+
+
+def listening_script(pid: int) -> str:
+    """Exits 0 once the rping server ``pid`` listens; 1 as soon as it has exited (no RDMA
+    device to listen on, say; a zombie counts as exited), rather than after the 10 s a
+    listener may take to come up."""
+    return (
+        "for i in $(seq 20); do rdma resource show cm_id | grep -q 'LISTEN.*rping' && exit 0; "
+        f"grep -qs '^State:[[:space:]]*[^Z]' /proc/{pid}/status || exit 1; sleep 0.5; done; exit 1"
+    )
 
 
 def counters(host: Runs, nic: Interface) -> str:
