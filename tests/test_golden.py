@@ -10,13 +10,15 @@ the models' bytes per I/O agree with the measurement.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections import Counter
 
 import pytest
 from test_dissectors import tshark_json
 
-from sanlab.dissectors.analyze import analyze
+from sanlab.dissectors.analyze import Analysis, analyze
 from sanlab.models.transports import recipe, stack_params, wire_cost
 from support import REPO
 
@@ -43,8 +45,25 @@ QD4_WINDOW = (2 << 20, 6 << 20)  # the LBAs make_captures.py gives fio at QD4
 TIMESTAMP_RESOLUTION_US = 1.0  # QEMU writes classic pcap: microseconds
 
 
-def frames_of(name: str) -> list[dict[str, list[str]]]:
+@functools.cache
+def _analysed(name: str) -> Analysis:
+    return analyze(GOLDEN / f"{name}.pcap")
+
+
+@functools.cache
+def _frames(name: str) -> list[dict[str, list[str]]]:
     return tshark_json(GOLDEN / f"{name}.pcap")
+
+
+# A committed capture is read by tshark once per file's run, not once per test (about 80
+# tshark runs became 14): each test gets its own copy, so none can change what another sees.
+def golden(name: str) -> Analysis:
+    """What the analyser makes of tests/golden/NAME.pcap."""
+    return copy.deepcopy(_analysed(name))
+
+
+def frames_of(name: str) -> list[dict[str, list[str]]]:
+    return copy.deepcopy(_frames(name))
 
 
 def pair_of(name: str) -> tuple[str, str, str]:
@@ -133,7 +152,7 @@ def test_nvme_over_siw_is_decoded():
 @pytest.mark.parametrize("name", ALL)
 def test_analyser_recipes(name):
     transport, fabric, _ = pair_of(name)
-    result = analyze(GOLDEN / f"{name}.pcap")
+    result = golden(name)
     assert (result.transport, result.fabric) == (transport, fabric)
     assert result.max_in_flight == (4 if name.endswith("-qd4") else 1)
     each = 16 if name.endswith("-qd4") else 4
@@ -148,7 +167,7 @@ def test_analyser_recipes(name):
 
 @pytest.mark.parametrize("name", ALL)
 def test_every_frame_has_one_named_owner_and_the_totals_add_up(name):
-    result = analyze(GOLDEN / f"{name}.pcap")
+    result = golden(name)
     owned = [f.number for io in result.ios for f in io.frames]
     assert len(owned) == len(set(owned))  # no frame in two I/Os
     io_frames = sum(len(io.frames) for io in result.ios)
@@ -166,7 +185,7 @@ def test_every_frame_has_one_named_owner_and_the_totals_add_up(name):
 def test_models_bytes_per_io_match_the_capture(name):
     transport, fabric, stack = pair_of(name)
     tolerance = QD4_TOLERANCE if name.endswith("-qd4") else TOLERANCE[fabric]
-    for g in analyze(GOLDEN / f"{name}.pcap").groups:
+    for g in golden(name).groups:
         if g.bytes not in (4096, 16384):
             continue
         r = recipe(transport, g.op, g.bytes, stack_params(stack))
@@ -187,7 +206,7 @@ def fio_evidence(name: str) -> list[dict]:
 def captured_ios(name: str) -> list:
     """The analyser's I/Os in fio's LBA window, with their byte offsets."""
     ios = []
-    for io in analyze(GOLDEN / f"{name}.pcap").ios:
+    for io in golden(name).ios:
         assert io.blocks > 0 and io.nbytes % io.blocks == 0, (io.op, io.nbytes, io.blocks)
         offset = io.lba * (io.nbytes // io.blocks)
         if QD4_WINDOW[0] <= offset < QD4_WINDOW[1]:
@@ -231,7 +250,7 @@ def test_a_ladder_diagram_shows_every_frame_of_its_io(tmp_path, monkeypatch, nam
     from sanlab.dissectors import pictures
 
     monkeypatch.setattr(pictures, "MAX_ARROWS", merge)
-    result = analyze(GOLDEN / f"{name}.pcap")
+    result = golden(name)
     io = next(i for i in result.ios if i.op == "read" and i.nbytes == 16384)
     svg = tmp_path / "io.svg"
     drawn = pictures.ladder(io, svg, tmp_path / "io.png")
@@ -250,7 +269,7 @@ def test_a_ladder_diagram_shows_every_frame_of_its_io(tmp_path, monkeypatch, nam
 def test_the_latency_chart_is_drawn(tmp_path):
     from sanlab.dissectors import pictures
 
-    result = analyze(GOLDEN / "nvme-tcp.pcap")
+    result = golden("nvme-tcp")
     pictures.latency_chart(result.ios, tmp_path / "lat.png")
     assert (tmp_path / "lat.png").stat().st_size > 10_000
 
@@ -277,7 +296,7 @@ def test_iser_connection_private_data_is_decoded(name):
 
 def test_nvme_admin_queue_is_told_from_the_connection_not_the_namespace():
     """Identify Namespace names NSID 1 like a read would; the queue ID in the CM says admin."""
-    result = analyze(GOLDEN / "nvme-rdma-rxe.pcap")
+    result = golden("nvme-rdma-rxe")
     assert {t.name for t in result.others} >= {"admin", "login"}
     assert all(io.op in ("read", "write") for io in result.ios)
 
@@ -342,14 +361,14 @@ def test_a_capture_out_of_time_order_is_refused_in_one_line(tmp_path, name, how)
 def test_zero_timestamps_keep_every_distinct_frame_and_no_latency_is_negative(tmp_path, name):
     """All-zero times made ARP and ICMPv6 frames 'copies' of each other; copies are told by
     protocol keys now, and a frame without them is never one."""
-    plain = analyze(GOLDEN / f"{name}.pcap")
+    plain = golden(name)
     zero = analyze(_stamped(tmp_path, name, "zero"))
     assert zero.duplicates == 0 and zero.frames == plain.frames and zero.bytes == plain.bytes
     assert {t.name: t.frames for t in zero.others}.get("ARP") == {t.name: t.frames for t in plain.others}[
         "ARP"
     ]
     assert all(io.latency_us >= 0 for io in zero.ios) and zero.max_in_flight == 1
-    for result in (plain, analyze(GOLDEN / f"{name}-qd4.pcap")):
+    for result in (plain, golden(f"{name}-qd4")):
         assert all(io.latency_us >= 0 for io in result.ios)
 
 
@@ -367,7 +386,7 @@ def test_a_capture_merged_with_itself_is_still_deduplicated():
         twice = Path(folder) / "twice.pcap"
         one = str(GOLDEN / "iscsi-tcp.pcap")
         subprocess.run([mergecap, "-F", "pcap", "-w", str(twice), one, one], check=True, timeout=60)
-        result, plain = analyze(twice), analyze(GOLDEN / "iscsi-tcp.pcap")
+        result, plain = analyze(twice), golden("iscsi-tcp")
     ip_frames = plain.frames - sum(t.frames for t in plain.others if t.name in ("ARP", "ICMPv6"))
     assert result.duplicates == ip_frames and [g.count for g in result.groups] == [
         g.count for g in plain.groups
@@ -387,20 +406,20 @@ def test_srp_and_nvme_rdma_in_one_capture_are_each_counted_as_their_own_ios(tmp_
     pair = [str(GOLDEN / "srp-rxe.pcap"), str(GOLDEN / "nvme-rdma-rxe.pcap")]
     subprocess.run([mergecap, "-F", "pcap", "-w", str(mixed), *pair], check=True, timeout=60)
     result = analyze(mixed)
-    srp_alone = {(g.op, g.bytes, g.count, g.frames_per_io) for g in analyze(GOLDEN / "srp-rxe.pcap").groups}
+    srp_alone = {(g.op, g.bytes, g.count, g.frames_per_io) for g in golden("srp-rxe").groups}
     assert result.transports == ["srp", "nvme-rdma"]
     assert {
         (g.op, g.bytes, g.count, g.frames_per_io) for g in result.groups if g.transport == "srp"
     } == srp_alone
     admin = {t.name: t.frames for t in result.others}["admin"]
-    assert admin == {t.name: t.frames for t in analyze(GOLDEN / "nvme-rdma-rxe.pcap").others}["admin"]
+    assert admin == {t.name: t.frames for t in golden("nvme-rdma-rxe").others}["admin"]
 
 
 @pytest.mark.parametrize("name", ALL)
 def test_the_kernels_device_scan_is_counted_apart_from_the_workload(name):
     """Lab 1's one dd came with the kernel's three partition-table reads; they are 'device scan'
     now, and the groups hold exactly fio's I/Os (4 each, or 16 at QD 4)."""
-    result = analyze(GOLDEN / f"{name}.pcap")
+    result = golden(name)
     each = 16 if name.endswith("-qd4") else 4
     assert [g.count for g in result.groups] == [each] * 4
     assert {t.name for t in result.others} >= {"device scan"}
