@@ -11,7 +11,7 @@ import click
 from sanlab.dissectors.analyze import DEVICE_SCAN, Analysis
 from sanlab.dissectors.analyze import analyze as run_analysis
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.results.outdir import OutputFolder
 from sanlab.scenarios.sizes import format_size
 from sanlab.validation import writable_dir
 
@@ -186,7 +186,7 @@ def _warn_of_rewrites(result: Analysis) -> None:
 
 
 def _writable_picture(path: Path, option: str) -> Callable[[Path, bytes], None]:
-    """How a picture is written: into its folder's manifest (scenarios/outdir.py), so that a
+    """How a picture is written: into its folder's manifest (scenarios/results/outdir.py), so that a
     picture replaces only one sanlab drew there; a user's file or a link is refused before work."""
     writable_dir(path.parent, option)
     folder = OutputFolder.open(path.parent, option)

@@ -24,9 +24,9 @@ from sanlab.models.simulate import Settings
 from sanlab.progress import ticking
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.scenarios.outdir import OutputFolder
-from sanlab.scenarios.records import results_document
 from sanlab.scenarios.registry import FABRIC_NAMES, STACK_NAMES, TRANSPORT_NAMES
+from sanlab.scenarios.results.outdir import OutputFolder
+from sanlab.scenarios.results.records import results_document
 from sanlab.scenarios.schema import DEFAULT_PROFILE, READ_WRITE, Projection, Scenario
 from sanlab.validation import fail, load_checked
 

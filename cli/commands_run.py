@@ -12,7 +12,7 @@ import click
 
 from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal, results_document
+from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal, results_document
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import unreached
 from sanlab.scenarios.sizes import format_size

@@ -7,7 +7,7 @@ import stat
 from importlib import resources
 from pathlib import Path
 
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.results.outdir import OutputFolder
 
 PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua")  # scsi.lua: the CDB decoding both others use
 
@@ -29,7 +29,7 @@ def personal_plugin_dir() -> Path:
 def install(destination: Path | None = None) -> list[Path]:
     """Copy the plugins into Wireshark's personal plugin folder; return the new paths.
 
-    The folder's manifest (scenarios/outdir.py) says which files sanlab put
+    The folder's manifest (scenarios/results/outdir.py) says which files sanlab put
     there: only those are replaced.  A user's file of the same name, or a
     link, is refused before anything is written; one already holding
     exactly the plugin's bytes (an install by an older sanlab) is left as it is.

@@ -56,10 +56,10 @@ from sanlab.models.profile import (
 from sanlab.models.published import Measured
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
-from sanlab.scenarios.outdir import OutputFolder
 from sanlab.scenarios.reading import parse_json
-from sanlab.scenarios.records import BackendFacts, MachineFacts
 from sanlab.scenarios.registry import FABRICS, TRANSPORTS
+from sanlab.scenarios.results.outdir import OutputFolder
+from sanlab.scenarios.results.records import BackendFacts, MachineFacts
 from sanlab.scenarios.schema import (
     DEFAULT_PROFILE,
     MAX_IODEPTH,

@@ -24,7 +24,7 @@ from sanlab.models.cores import load_cores
 from sanlab.models.network import Point
 from sanlab.models.profile import Nic, Profile, load_profile
 from sanlab.scenarios.errors import ScenarioError
-from sanlab.scenarios.records import BackendFacts, HostFacts, MachineFacts, NicFacts
+from sanlab.scenarios.results.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 
 # PCIe generation by the transfer rate sysfs reports per lane (current_link_speed).
 GT_PER_S = {3: "8.0", 4: "16.0", 5: "32.0"}

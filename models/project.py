@@ -21,8 +21,8 @@ from sanlab.models.reach import past
 from sanlab.models.simulate import Settings, simulate
 from sanlab.models.uncertainty import Z95, log_iops_sigma, without_parameters
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
-from sanlab.scenarios.records import ResultRecord
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import DEFAULT_PROFILE, Projection, Scenario
 from sanlab.scenarios.semantics import fabric_problem
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from sanlab.models.metrics import mape
 from sanlab.models.published import Measured
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.sizes import format_size
 from sanlab.scenarios.writing import figure_bytes
 

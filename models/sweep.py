@@ -43,7 +43,7 @@ from sanlab.models.sweep_goals import Goal, parse_goal
 from sanlab.models.uncertainty import without_parameters
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import parse_scenario
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import Projection, Workload
 from sanlab.scenarios.yamlfile import load_yaml
 

@@ -31,9 +31,9 @@ from sanlab.models.sweep import KEYS, Grid, SweepPoint, chunks, solve_many
 from sanlab.models.sweep_goals import meeting, pareto_chart, pareto_front
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
-from sanlab.scenarios.outdir import OutputFolder, signals_held
 from sanlab.scenarios.reading import parse_json
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.outdir import OutputFolder, signals_held
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.writing import cannot_write
 
 Progress = Callable[[int, int], None]

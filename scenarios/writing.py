@@ -20,7 +20,7 @@ fails when a new writer bypasses it:
 
 Whether a name may be replaced at all is the caller's policy (``exists``);
 a folder shared with the user decides it by its manifest
-(scenarios/outdir.py), whose stamps are written in the same window, with
+(scenarios/results/outdir.py), whose stamps are written in the same window, with
 Ctrl-C held (``signals_held``).
 """
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Host
 from sanlab.scenarios.reading import parse_json
-from sanlab.scenarios.records import BackendFacts, HostFacts, NicFacts
+from sanlab.scenarios.results.records import BackendFacts, HostFacts, NicFacts
 from sanlab.scenarios.schema import Target
 
 # A Linux interface name (IFNAMSIZ 16, no '/', no leading '-' an option parser would take).

@@ -33,7 +33,7 @@ from contextlib import contextmanager
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.nvme_keys import TLS_PREFIX, interchange
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.results.outdir import OutputFolder
 from sanlab.scenarios.schema import Scenario
 from sanlab.targets.host import Host, StackError, sh
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
+from sanlab.scenarios.results.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets import host_facts
 from sanlab.targets.host import Host

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.writing import write_file
 from sanlab.targets import faults
 from sanlab.targets.fault_wiring import injector

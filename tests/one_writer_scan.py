@@ -1,7 +1,7 @@
 """Every call in product code that writes a file, found from the syntax tree (tests/test_one_writer.py).
 
 sanlab writes files only through scenarios/writing.py (and the output
-folder's manifest on top of it, scenarios/outdir.py).  This finds every call
+folder's manifest on top of it, scenarios/results/outdir.py).  This finds every call
 that could write a file some other way: ``open`` in a writing mode, a
 ``Path``'s ``open``/``write_text``/``write_bytes``/``replace``/``rename``,
 ``os.open`` with writing flags, ``os.replace``/``os.rename``, ``shutil``'s

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from sanlab.main import cli
 from sanlab.models import report
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from support import REPO
 
 

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from sanlab.main import cli
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.outdir import MANIFEST, OutputFolder, claim_fresh
-from sanlab.scenarios.records import RunJournal
+from sanlab.scenarios.results.outdir import MANIFEST, OutputFolder, claim_fresh
+from sanlab.scenarios.results.records import RunJournal
 from support import REPO, SCENARIOS
 
 

@@ -583,7 +583,11 @@ ALLOWED = {
         "answers",
         "yaml.load",
     ): "text from yamlfile.read_text, after load_yaml bounded it",
-    ("scenarios/outdir.py", "copy_into", "read_bytes"): "a file sanlab made elsewhere (a VM's console log)",
+    (
+        "scenarios/results/outdir.py",
+        "copy_into",
+        "read_bytes",
+    ): "a file sanlab made elsewhere (a VM's console log)",
     ("scenarios/writing.py", "copy_file", "read_bytes"): "the writer's copy of a file sanlab reads whole",
     ("emulator/accel.py", "probe_kvm", "read_bytes"): "the probe's own console log in its temporary folder",
     ("emulator/fabric.py", "start", "read_bytes"): "the package's own fabric program",

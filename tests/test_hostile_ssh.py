@@ -47,8 +47,8 @@ from test_bad_inputs import deadline, error_lines
 
 from sanlab.main import cli
 from sanlab.scenarios import ssh_options
-from sanlab.scenarios.outdir import claim_fresh
-from sanlab.scenarios.records import RunJournal
+from sanlab.scenarios.results.outdir import claim_fresh
+from sanlab.scenarios.results.records import RunJournal
 from support import REPO, require_tool
 
 ALLOWED_WORDS = re.compile(r"allows|allowed|takes|give a|at most|\[USER@\]HOST")

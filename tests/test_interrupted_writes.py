@@ -20,9 +20,9 @@ import pytest
 
 from sanlab.models import sweep_run
 from sanlab.models.sweep import expand, load_spec
-from sanlab.scenarios import outdir
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.results import outdir
+from sanlab.scenarios.results.outdir import OutputFolder
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sanlab.scenarios.errors import HostDown, SanlabError
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.targets.sessions import link_doctor
 
 

@@ -28,7 +28,7 @@ from one_writer_scan import ALLOWED_CALLS, ALLOWED_FILES, bypasses, product_writ
 from sanlab.emulator import images
 from sanlab.main import cli
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.outdir import MANIFEST, OutputFolder
+from sanlab.scenarios.results.outdir import MANIFEST, OutputFolder
 from sanlab.scenarios.writing import (
     is_temporary,
     open_lock,

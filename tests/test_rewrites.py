@@ -23,7 +23,7 @@ from pcapgen import TcpStream, write_pcap
 from sanlab import commands_run
 from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.main import cli
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from support import REPO
 
 GHOST = REPO / "tests" / "data" / "ghost-write-siw.pcap"

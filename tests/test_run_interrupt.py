@@ -18,7 +18,7 @@ import time
 import pytest
 import yaml
 
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from support import INTERRUPTIBLE, REPO, SCENARIOS
 
 pytestmark = pytest.mark.vm

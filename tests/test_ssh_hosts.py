@@ -28,7 +28,7 @@ import yaml
 from sanlab.emulator.lab import running_lab
 from sanlab.emulator.machines import preflight
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.scenarios.records import BackendFacts
+from sanlab.scenarios.results.records import BackendFacts
 from sanlab.targets import backstores, host_facts
 from sanlab.targets.points import planned_points
 from sanlab.targets.sessions import matrix

@@ -27,7 +27,7 @@ from sanlab.dissectors.tls import read_keylog
 from sanlab.models.transports import ProtocolParams, nvme_tcp
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import load_scenario
-from sanlab.scenarios.outdir import OutputFolder
+from sanlab.scenarios.results.outdir import OutputFolder
 from sanlab.targets import nvme_tls
 from support import REPO, SCENARIOS, require_tool
 

@@ -19,7 +19,7 @@ import yaml
 from sanlab.emulator.lab import plan
 from sanlab.scenarios.errors import SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.scenarios.records import ResultRecord, aggregate
+from sanlab.scenarios.results.records import ResultRecord, aggregate
 from sanlab.scenarios.topology import FABRIC_HOST, initiators_of, ports, segments
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.fio import FioJob

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.targets import kernel_stacks
 from sanlab.targets.host import Host
 from sanlab.targets.kernel_stacks import stuck_lines

@@ -19,7 +19,7 @@ from pathlib import Path
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets import faults
 from sanlab.targets.fault_wiring import fault_commands

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import ResultRecord, aggregate
+from sanlab.scenarios.results.records import ResultRecord, aggregate
 from sanlab.scenarios.schema import Target
 from sanlab.targets.fault_wiring import shared_faults
 from sanlab.targets.kernel_stacks import stuck_tasks
