@@ -101,7 +101,7 @@ class Analysis:
             "rewritten_retransmissions": [r.document() for r in self.rewrites],
             "max_in_flight": self.max_in_flight,
             "groups": [_group_document(g) for g in self.groups],
-            **({"keylog": self.keylog} if self.keylog else {}),
+            **({"keylog": Path(self.keylog).name} if self.keylog else {}),  # a name: no host's path
             **({"tls_records_unopened": self.tls_records} if self.tls_records else {}),
             "others": [t.__dict__ for t in self.others],
             "totals": {"frames": self.frames, "bytes": self.bytes},

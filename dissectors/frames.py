@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sanlab.dissectors.framing import ISCSI_CATEGORY, scsi_op
-from sanlab.dissectors.plugins import tshark_args
+from sanlab.dissectors.plugins import ANALYSER_PLUGINS, PLUGINS, tshark_args
 from sanlab.dissectors.rawframes import frame_bytes
 from sanlab.scenarios.errors import SanlabError, ToolMissing
 from sanlab.scenarios.headers import ICRC, NVME_CQE, NVME_SQE, ROCE_PAYLOAD_OFFSET
@@ -293,7 +293,8 @@ def tshark_argv(
                 f"--decode-as {rule[:60]!r}: use tcp.port==PORT,iscsi or tcp.port==PORT,nvme-tcp "
                 "(PORT 1-65535, e.g. tcp.port==3262,iscsi)"
             )
-    args = [tshark, *tshark_args(), "-r", str(pcap), "-T", "fields"]
+    plugins = PLUGINS if INFO in fields else ANALYSER_PLUGINS  # labels: name the authentication too
+    args = [tshark, *tshark_args(plugins), "-r", str(pcap), "-T", "fields"]
     args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
     if keylog is not None:
         args += ["-o", f"tls.keylog_file:{keylog}"]

@@ -81,7 +81,20 @@ TCP_PDUS = [
     (re.compile(r"NVMeOF Data for Read"), lambda m: "C2HData"),
     (re.compile(r"NVMeOF Data for Write"), lambda m: "H2CData"),
     (re.compile(r"NVMe CQE"), lambda m: "NVMe completion"),
+    # the fabrics commands of a queue's set-up, and their completions
+    (re.compile(r"NVMeOF (Connect|Authentication Send|Authentication Recv)\b"), lambda m: m[1]),
+    (
+        re.compile(r"NVMeOF CQE for (Connect|Authentication Send|Authentication Recv)\b"),
+        lambda m: "completion",
+    ),
 ]
+
+
+FABRICS_COMMAND = re.compile(r"NVMeOF (Connect|Authentication Send|Authentication Recv)\b")
+# NVMe in-band authentication messages, as dhchap.lua names them in the Info column
+AUTH_MESSAGE = re.compile(
+    r"\b(AUTH_(?:Negotiate|Failure[12])|DH-HMAC-CHAP_(?:Challenge|Reply|Success[12]))\b"
+)
 
 
 def size_text(nbytes: int) -> str:
@@ -99,8 +112,14 @@ def meaning(frame: Frame, io: Io) -> str:
     if frame.tcp_len == 0 and not frame.fpdus:
         return "TCP ACK"
     size = size_text(io.nbytes)
-    words = []
+    words = list(dict.fromkeys(m[1] for m in AUTH_MESSAGE.finditer(frame.label)))
+    if words and frame.bth < 0 and not frame.fpdus:  # an authentication message over TCP
+        parts = [fmt(m).format(size=size) for rx, fmt in TCP_PDUS for m in [rx.search(frame.label)] if m]
+        return " + ".join(dict.fromkeys([*parts, *words]))
     units: list[Unit] = [*frame.units] or [*frame.commands, *(Response(t) for t in frame.responses)]
+    fabrics = FABRICS_COMMAND.search(frame.label)
+    if fabrics and frame.bth >= 0:  # a queue's Connect or authentication: Wireshark names it
+        words, units = [fabrics[1], *words], []
     for unit in units:
         if isinstance(unit, Command):
             words.append(_command(unit, frame, size))

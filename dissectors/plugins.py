@@ -9,7 +9,12 @@ from pathlib import Path
 
 from sanlab.scenarios.results.outdir import OutputFolder
 
-PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua")  # scsi.lua: the CDB decoding both others use
+# scsi.lua: the CDB decoding srp.lua and iwarp.lua use; dhchap.lua: NVMe in-band authentication
+PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua", "dhchap.lua")
+# What the analyser's own tshark run needs: dhchap.lua's postdissector reads fields, which makes
+# tshark build every frame's tree (twice the time on nvme-rdma-rxe-qd4.pcap), and the analyser
+# reads none of them; only a ladder's labels (the authentication's names) want it.
+ANALYSER_PLUGINS = ("scsi.lua", "srp.lua", "iwarp.lua")
 
 
 def plugin_dir() -> Path:
@@ -17,8 +22,8 @@ def plugin_dir() -> Path:
     return Path(str(resources.files("sanlab.dissectors")))
 
 
-def plugin_paths() -> list[Path]:
-    return [plugin_dir() / name for name in PLUGINS]
+def plugin_paths(names: tuple[str, ...] = PLUGINS) -> list[Path]:
+    return [plugin_dir() / name for name in names]
 
 
 def personal_plugin_dir() -> Path:
@@ -54,9 +59,9 @@ def _same(path: Path, data: bytes) -> bool:
     return stat.S_ISREG(info.st_mode) and info.st_size == len(data) and path.read_bytes() == data
 
 
-def tshark_args() -> list[str]:
-    """Arguments that make tshark load sanlab's dissectors for one run."""
+def tshark_args(names: tuple[str, ...] = PLUGINS) -> list[str]:
+    """Arguments that make tshark load sanlab's dissectors (``names``: some of them) for one run."""
     args: list[str] = []
-    for path in plugin_paths():
+    for path in plugin_paths(names):
         args += ["-X", f"lua_script:{path}"]
     return args

@@ -21,6 +21,7 @@ Nothing here is hand-maintained, so the site cannot drift from the code.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -149,6 +150,31 @@ def lab_pictures(out: Path, keys: Path) -> None:
     _ladder("nvme-rdma-rxe", "read", 16384, out / "home-nvme-rdma-read.svg", sizes=False, max_arrows=0)
     _ladder("iscsi-tcp", "read", 4096, keys / "ladder-iscsi-read.svg")
     project_chart(keys / "lab-project-100g.png")
+
+
+def debugging_pictures(out: Path) -> None:
+    """The debugging page's ladders: a 4 KiB read inside TLS, decrypted with its shipped key
+    log; DH-HMAC-CHAP on NVMe/TCP's admin queue with the right secret and with a wrong one."""
+    _ladder("nvme-tls", "read", 4096, out / "ladder-tls-read.svg")
+    for capture in ("nvme-auth-tcp", "nvme-auth-tcp-wrong", "nvme-auth-rdma"):
+        _auth_ladder(capture, out / f"ladder-{capture.removeprefix('nvme-')}.svg")
+
+
+def _auth_ladder(capture: str, path: Path) -> None:
+    """The admin queue's authentication, Connect to the last DH-HMAC-CHAP message, as one
+    ladder (it is no read or write, so the analyser has no I/O to draw)."""
+    from sanlab.dissectors import pictures
+    from sanlab.dissectors.attribute import Io
+    from sanlab.dissectors.frames import read_frames
+
+    frames = read_frames(REPO / "tests" / "golden" / f"{capture}.pcap", labels=True)[0]
+    auth = [i for i, f in enumerate(frames) if pictures.AUTH_MESSAGE.search(f.label)]
+    first = next(i for i in range(auth[0], -1, -1) if "NVMeOF Connect" in frames[i].label)
+    last = next(i for i in auth if re.search(r"Success1|Failure", frames[i].label))  # the admin queue's end
+    shown = [f for f in frames[first : last + 1] if f.stream == frames[auth[0]].stream or f.bth >= 0]
+    shown = [f for f in shown if f.tcp_len > 0 or (f.bth >= 0 and "Acknowledge" not in f.label)]
+    io = Io("other", 0, "", frames[first].src, frames=shown)  # the host sends Connect
+    pictures.ladder(io, path, title=f"{capture}: DH-HMAC-CHAP on the admin queue")
 
 
 # The answer keys' pictures: never in docs/generated/, which the student site copies whole.
@@ -302,6 +328,7 @@ def main() -> None:
     (DOCS / "reference" / "scenarios.md").write_text(scenario_reference())
     (DOCS / "reference" / "cli.md").write_text(cli_reference())
     lab_pictures(DOCS / "generated", keys)
+    debugging_pictures(DOCS / "generated")
     sweep_chart(DOCS / "generated")
     budget_chart(DOCS / "generated" / "qd1-budget.png")
     setup_diagrams(DOCS / "generated")

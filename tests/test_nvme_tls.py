@@ -13,6 +13,8 @@ encrypted.
 from __future__ import annotations
 
 import copy
+import shutil
+import stat
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,7 @@ import yaml
 
 from sanlab.dissectors.analyze import analyze
 from sanlab.dissectors.framing import TLS_RECORD, NvmeQueue, NvmeTcpFramer, starts_tls
-from sanlab.emulator.lab import plan
+from sanlab.emulator.blueprint import blueprint
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets import nvme_tls
@@ -46,7 +48,7 @@ def test_a_fresh_psk_is_a_configured_psk_in_the_interchange_format():
 def test_both_ends_hold_the_psk_the_port_asks_for_tls_and_the_host_connects_with_it():
     scenario = load_scenario(TLS)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target, initiator = ("\n".join(hosts[h].commands) for h in ("target", "initiator"))
     pair = (
         "--hostnqn=nqn.2026-11.org.sanlab:nvme-tls.host.initiator --subsysnqn=nqn.2026-11.org.sanlab:nvme-tls"
@@ -100,7 +102,7 @@ def test_a_stream_that_begins_with_a_tls_record_is_framed_as_records():
 
 @pytest.mark.vm
 @pytest.mark.long  # needs the Debian 13 image (a 100-165 s build in CI): benchmarks/long_vm_tests.py
-def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_capture_is_encrypted(
+def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_keys_open_the_capture(
     debian_13_image, tmp_path
 ):
     require_tool("tshark")
@@ -118,8 +120,21 @@ def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_capture_is_encryp
     assert good["error"] is None and good["verify"] == "pass" and good["verified_bytes"] == 8 << 20, good
     assert wrong["error"] and "nvme connect to nqn.2026-11.org.sanlab:wrong-psk" in wrong["error"], wrong
     assert wrong["iops"] is None  # no fio ran: nothing written
-    reading = analyze(out / "eth.pcap")
-    assert reading.encrypted and not reading.ios  # records, not PDUs: no I/O is made up
+    keylog = out / "eth.keylog"  # the session keys, beside the capture, root's alone
+    assert stat.S_IMODE(keylog.stat().st_mode) == 0o600
+    secrets = {line.split()[2] for line in keylog.read_text().splitlines() if line.strip()}
+    assert secrets
+    for path in (p for p in out.rglob("*") if p.is_file() and p != keylog and p.suffix != ".pcap"):
+        text = path.read_bytes().decode("latin-1")
+        assert not [s for s in secrets if s in text], f"a TLS secret is in {path}"
+    assert not [s for s in secrets if s in result.stdout + result.stderr]  # nor on the terminal
+    reading = analyze(out / "eth.pcap")  # opened with the key log beside it
+    assert not reading.encrypted and len(reading.ios) >= 2048  # the 8 MiB of 4k verified writes
+    assert {g.tls_records_per_io for g in reading.groups} and all(g.tls_bytes_per_io for g in reading.groups)
+    bare = tmp_path / "bare.pcap"
+    shutil.copy(out / "eth.pcap", bare)  # without its keys: records, not PDUs; no I/O is made up
+    reading = analyze(bare)
+    assert reading.encrypted and not reading.ios
     tls_frames = next(t.frames for t in reading.others if t.name == TLS_RECORD)
     assert tls_frames > 1000
 

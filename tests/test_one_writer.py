@@ -238,6 +238,7 @@ def test_dissectors_install_twice_replaces_its_own_files(tmp_path):
     assert _run(["dissectors", "install", "--to", str(folder)]).exit_code == 0
     assert sorted(p.name for p in folder.iterdir()) == [
         MANIFEST,
+        "sanlab-dhchap.lua",
         "sanlab-iwarp.lua",
         "sanlab-scsi.lua",
         "sanlab-srp.lua",
