@@ -113,7 +113,6 @@ class FioHost:
 def test_a_poll_reads_the_block_layers_completed_reads_and_writes():
     host = FioHost(completed=7)
     assert faults._poll(host, 42, "/dev/nvme0n1") == (True, 14)
-    assert "kill -0 42" in host.scripts[0] and "readlink -f /dev/nvme0n1" in host.scripts[0]
     assert faults._poll(FioHost(alive=False), 42, "/dev/nvme0n1") == (False, None)
     assert faults._poll(FioHost(), 42, None) == (True, None)  # nothing to watch
 
@@ -126,6 +125,53 @@ def test_a_device_that_stands_still_after_the_faults_stops_the_run(monkeypatch):
         faults._wait(FioHost(), 42, deadline=9_000.0, device="/dev/nvme0n1")
     assert "no I/O completed on /dev/nvme0n1" in str(err.value)
     assert "did not come back" in str(err.value)
+
+
+def _completed(disk: str) -> int:
+    fields = open(f"/sys/block/{disk}/stat").read().split()  # noqa: SIM115 - the kernel's, whole
+    return int(fields[0]) + int(fields[4])
+
+
+class _Here:
+    """A host that is this machine: its scripts run in bash here."""
+
+    name = "here"
+
+    def run(self, command: str, timeout: float = 60.0, stdin: str = "") -> Reply:
+        import subprocess
+
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=timeout)
+        return Reply(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.subprocess  # the poll runs in a real shell, on this machine's own disk and processes
+def test_a_poll_counts_what_a_linked_device_completed_while_fio_runs_and_not_after(tmp_path):
+    """Behaviour, not the script's text: the count is the block layer's reads plus writes
+    completed on the device a path names through links (/dev/disk/by-id/... are links), read
+    while the shell's child runs; once it has ended the poll says so and counts nothing."""
+    import os
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    disks = [d.name for d in Path("/sys/block").iterdir() if Path(f"/dev/{d.name}").is_block_device()]
+    disk = max(disks, key=_completed)  # the busiest: a count of 0 would tell little
+    (tmp_path / "by-id").mkdir()
+    link = tmp_path / "by-id" / "disk"
+    link.symlink_to(tmp_path / "hop")
+    (tmp_path / "hop").symlink_to(f"/dev/{disk}")  # two links deep, as udev's can be
+    # Its child stands for fio; its own group, so both are ended together.
+    shell = subprocess.Popen(["/bin/sh", "-c", "sleep 30; true"], start_new_session=True)
+    try:
+        before = _completed(disk)
+        running, count = faults._poll(_Here(), shell.pid, str(link))
+        after = _completed(disk)
+        assert running and count is not None and before <= count <= after, (before, count, after)
+        assert faults._poll(_Here(), shell.pid, str(tmp_path / "no-such-disk")) == (True, None)
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait()
+    assert faults._poll(_Here(), shell.pid, str(link)) == (False, None)
 
 
 @pytest.mark.subprocess  # the poll runs in a real shell, beside a real unreaped process
