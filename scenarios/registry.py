@@ -3,8 +3,11 @@
 One home for them.  The scenario schema's enums, the command line's choices,
 validation, the emulator's tool and module checks, the targets' recipes, the
 model and the analyser read these objects; none of them branches on a
-transport's or fabric's name.  A new transport variant is one entry here,
-its recipes (targets/), its costs (models/stacks.yaml) and its tests.
+transport's, fabric's or stack's name (tests/test_registry.py parses the code
+to hold that).  A new transport variant is one entry here, the regenerated
+schema.json, its message ladder (models/transports.py), its costs
+(models/stacks.yaml) and its tests: scenarios/README.md lists what else a
+variant may touch.
 
 The facts are the protocols' and Linux's, not preferences: iSER, SRP and
 NVMe/RDMA need an RDMA fabric; soft-RoCE (rxe) stands in for RoCE and
