@@ -4,10 +4,11 @@ Why: a module below that hands control back to one above it, again and again, is
 the layers above keep asking the vocabulary for facts one at a time instead of resolving a
 scenario once and then acting on what was resolved.  Issue #49 asked for this count halved.
 
-The metric.  Every Python frame of code in one of sanlab's source files (``sys.setprofile`` 'call' events:
-functions, comprehensions, lambdas, generator resumes; not code generated at run time, such as
-a dataclass's ``__init__``, whose file is ``<string>``) is attributed to its module.  Imports are done before tracing starts, so only the run is
-seen.  Consecutive entries into one module are collapsed into one visit; the visits, in call
+The metric.  Every Python frame of code in one of sanlab's source files (``sys.setprofile``
+'call' events: functions, comprehensions, lambdas, generator resumes; not code generated at run
+time, such as a dataclass's ``__init__``, whose file is ``<string>``) is attributed to its
+module.  Imports are done before tracing starts, so only the run is seen.  Consecutive entries
+into one module are collapsed into one visit; the visits, in call
 order, are the path.  A *climb* is a step of the path from a module to one of a higher layer
 (ranks below).  Two counts are given:
 

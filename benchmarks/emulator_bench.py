@@ -21,7 +21,7 @@ from sanlab.scenarios.loader import load_scenario
 
 def perftest(lab, driver: str, tool: str, args: str) -> str:  # type: ignore[no-untyped-def]
     target, initiator = lab.vms["target"], lab.vms["initiator"]
-    ip = lab.plan.addresses[("fabric", "target")]
+    ip = lab.blueprint.addresses[("fabric", "target")]
     device = f"{driver}_fabric"
     target.spawn(f"{tool} -R -d {device} {args}", log=f"/tmp/{tool}.log")
     time.sleep(2)

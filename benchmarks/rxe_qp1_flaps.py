@@ -67,8 +67,8 @@ def main(guest: str) -> int:
     ):
         # no cables: the fault downs the interfaces inside the guests, as the 2026-11-23 runs did;
         # no doctor: a point that does not come back is recorded as it is, not run again
-        records = matrix.run(loaded, lab.vms, lab.plan.endpoints, Path(out), print)
-        target = lab.plan.endpoints[("roce", "target")].address
+        records = matrix.run(loaded, lab.vms, lab.blueprint.endpoints, Path(out), print)
+        target = lab.blueprint.endpoints[("roce", "target")].address
         cm = rdma_answers(lab.vms["target"], lab.vms["initiator"], target)  # QP 1 still hears RDMA/CM?
     back = [r for r in records if r.error is None and r.verify == "pass"]
     recoveries = ", ".join(f"{r.recovery_s:.2f}" for r in back if r.recovery_s is not None)

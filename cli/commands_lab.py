@@ -21,7 +21,7 @@ import click
 
 from sanlab.emulator import interactive
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import (
+from sanlab.emulator.lab_state import (
     capture_file,
     check_lab_name,
     follow_capture,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from sanlab.dissectors.probes import Figures, frames_matching
 from sanlab.emulator import probes as host_probes
-from sanlab.emulator.lab import capture_file
+from sanlab.emulator.lab_state import capture_file
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.labs.checking import Seen
 from sanlab.scenarios.labs.exercises import (

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import live_agent_path
+from sanlab.emulator.lab_state import live_agent_path
 
 PROBE_TIMEOUT_S = 120.0
 

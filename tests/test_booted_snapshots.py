@@ -101,7 +101,7 @@ def _saved_long_enough_ago(image: Image, scenario, seconds: float) -> None:
     """The pair's snapshot, saved if need be, at least ``seconds`` old: a guest that kept the
     snapshot's frozen clock would then be that far behind."""
     qemu = qemu_binary()
-    spec = next(iter(Lab(scenario, "test-plan", Path("/nonexistent")).plan.specs.values()))
+    spec = next(iter(Lab(scenario, "test-plan", Path("/nonexistent")).blueprint.specs.values()))
     snapshot = snapshots.ready_snapshot(image, qemu, snapshots.shape_of(spec, choose(qemu, image)), print)
     assert snapshot is not None
     saved = json.loads((snapshot.path / snapshots.MANIFEST).read_text())["saved"]
@@ -118,7 +118,7 @@ def test_two_guests_of_one_snapshot_are_each_themselves(guest_image):
         now = time.time()
     a, b = facts["initiator"], facts["target"]
     assert (a["host"], b["host"]) == ("initiator", "target")
-    assert a["mac"] == lab.plan.interfaces["initiator"][0].mac and b["mac"] != a["mac"]
+    assert a["mac"] == lab.blueprint.interfaces["initiator"][0].mac and b["mac"] != a["mac"]
     assert a["random"] != b["random"] and a["gid"] != b["gid"]
     assert a["vmgenid"] == b["vmgenid"] == "1", "no vmgenid device bound: nothing reseeds the RNG"
     for fact in (a, b):
@@ -154,7 +154,7 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
 
 
 def _shape_of(lab) -> snapshots.Shape:
-    shape = snapshots.shape_of(lab.plan.specs["initiator"], lab.accel)
+    shape = snapshots.shape_of(lab.blueprint.specs["initiator"], lab.accel)
     assert shape is not None
     return shape
 

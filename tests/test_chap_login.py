@@ -82,7 +82,7 @@ def test_a_wrong_chap_password_fails_to_log_in_on_lio_and_tgt(guest_image):
     with running_lab(scenario, "test-chap", print, keep_logs=False) as lab:
         for planned in scenario.plan.targets:
             target, name = planned.target, planned.name
-            wiring = place(scenario, target, lab.vms, lab.plan.endpoints).wiring
+            wiring = place(scenario, target, lab.vms, lab.blueprint.endpoints).wiring
             with export_only(target, name, wiring) as made:
                 refused = _login_refused(target, name, wiring, made)
                 with connect_only(target, name, wiring, made) as disks:

@@ -62,7 +62,7 @@ CLOCK_UNMEASURED = "Correlation coefficient r^2"
 def test_ib_write_bw_over_rdma_cm(pair):
     driver, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
-    server_ip = lab.plan.addresses[("fabric", "target")]
+    server_ip = lab.blueprint.addresses[("fabric", "target")]
     args = f"-R -d {driver}_fabric -s 65536 -n 200 --report_gbits"
     for _ in range(3):
         target.spawn(f"ib_write_bw {args}", log="/tmp/ib_write_bw.log")
@@ -86,7 +86,7 @@ def test_ibv_rc_pingpong_over_rxe(pair):
     if driver != "rxe":
         pytest.skip("iWARP sets up connections only through RDMA/CM (see test_ib_write_bw_over_rdma_cm)")
     target, initiator = lab.vms["target"], lab.vms["initiator"]
-    server_ip = lab.plan.addresses[("fabric", "target")]
+    server_ip = lab.blueprint.addresses[("fabric", "target")]
     target.spawn("ibv_rc_pingpong -d rxe_fabric -g 1 -n 200", log="/tmp/pingpong.log")
     wait_until(target, "ss -ltn | grep -q ':18515 '")  # its out-of-band TCP exchange
     result = initiator.run(f"ibv_rc_pingpong -d rxe_fabric -g 1 -n 200 {server_ip}", timeout=120)
@@ -97,7 +97,7 @@ def test_ibv_rc_pingpong_over_rxe(pair):
 def test_rping(pair):
     driver, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
-    server_ip = lab.plan.addresses[("fabric", "target")]
+    server_ip = lab.blueprint.addresses[("fabric", "target")]
     target.spawn(f"rping -s -a {server_ip} -C 10", log="/tmp/rping.log")
     wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*rping'")
     result = initiator.run(f"rping -c -a {server_ip} -C 10 -v", timeout=120)
@@ -114,7 +114,7 @@ def test_siw_ends_a_connection_with_a_reset_not_a_fin(pair):
         pytest.skip("rxe carries RDMA over UDP: there is no TCP connection to close")
     target, initiator = lab.vms["target"], lab.vms["initiator"]
     assert initiator.run("cat /sys/module/siw/parameters/abortive_close").check().stdout.strip() == "Y"
-    server_ip = lab.plan.addresses[("fabric", "target")]
+    server_ip = lab.blueprint.addresses[("fabric", "target")]
     ends = "tcp port 7174 and tcp[tcpflags] & (tcp-fin|tcp-rst) != 0"  # rping's port
     dump = initiator.spawn(f"exec tcpdump -i fabric -n -U -w /tmp/close.pcap '{ends}'", log="/tmp/close.log")
     wait_until(initiator, "grep -q 'listening on' /tmp/close.log")
@@ -135,7 +135,7 @@ ONE_DRIVER = pytest.mark.parametrize("pair", ["rxe"], indirect=True)
 @ONE_DRIVER
 def test_mtu_takes_effect(pair):
     _, lab = pair
-    peer = lab.plan.addresses[("fabric", "target")]
+    peer = lab.blueprint.addresses[("fabric", "target")]
     initiator = lab.vms["initiator"]
     assert "mtu 4000" in initiator.run("ip link show dev fabric").check().stdout
     fits = initiator.run(f"ping -c 1 -W 5 -M do -s {4000 - 28} {peer}", timeout=30)
@@ -147,7 +147,7 @@ def test_mtu_takes_effect(pair):
 @ONE_DRIVER
 def test_delay_takes_effect(pair):
     _, lab = pair
-    peer = lab.plan.addresses[("fabric", "target")]
+    peer = lab.blueprint.addresses[("fabric", "target")]
     out = lab.vms["initiator"].run(f"ping -c 5 -i 0.3 {peer}", timeout=60).check().stdout
     rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", out)]
     assert len(rtts) == 5
@@ -158,7 +158,7 @@ def test_delay_takes_effect(pair):
 def test_rate_takes_effect(pair):
     _, lab = pair
     target, initiator = lab.vms["target"], lab.vms["initiator"]
-    peer = lab.plan.addresses[("fabric", "target")]
+    peer = lab.blueprint.addresses[("fabric", "target")]
     target.spawn("iperf3 -s -1", log="/tmp/iperf3.log")
     time.sleep(1.5)
     out = initiator.run(f"iperf3 -c {peer} -t 4 -J", timeout=90).check().stdout
@@ -187,7 +187,7 @@ def test_a_stall_that_down_up_cannot_clear_is_reset(pair):
     lab.vms["target"].run("tc qdisc replace dev fabric root netem loss 100%", timeout=30).check()
     revived = lab.restart_link("fabric")
     assert revived.ok and revived.detail.startswith("NIC reset"), revived.detail
-    peer = lab.plan.addresses[("fabric", "target")]
+    peer = lab.blueprint.addresses[("fabric", "target")]
     out = lab.vms["initiator"].run(f"ping -c 3 -i 0.3 {peer}", timeout=60).check().stdout
     assert min(float(x) for x in re.findall(r"time=([\d.]+) ms", out)) >= 4.0, out  # shaping is back
     for vm in lab.vms.values():  # a new RDMA device on the new netdev
@@ -199,7 +199,7 @@ def test_a_stall_that_down_up_cannot_clear_is_reset(pair):
 def test_a_pulled_cable_drops_carrier_and_keeps_the_routes(pair):
     """QEMU's set_link, as a pulled cable: NO-CARRIER at both ends, addresses and routes stay."""
     _, lab = pair
-    peer = lab.plan.addresses[("fabric", "target")]
+    peer = lab.blueprint.addresses[("fabric", "target")]
     initiator = lab.vms["initiator"]
     lab.set_carrier("fabric", False)
     try:
@@ -229,7 +229,7 @@ def test_a_stall_only_a_reboot_clears_reboots_both_hosts(pair):
     """A blackhole route outlives down/up and the NIC reset (it names no device), as a wedged
     kernel would: both hosts are rebooted in their QEMU processes and set up again."""
     driver, lab = pair
-    initiator = lab.plan.addresses[("fabric", "initiator")]
+    initiator = lab.blueprint.addresses[("fabric", "initiator")]
     lab.vms["target"].run(f"ip route add blackhole {initiator}/32", timeout=30).check()
     pids = {name: vm.pid for name, vm in lab.vms.items()}
     heard: list[str] = []
@@ -284,7 +284,7 @@ def test_runner_runs_a_target_again_after_its_link_is_restarted(pair, tmp_path):
     scenario = parse_scenario(data, f"pair-{driver}.yaml")
     lab.vms["initiator"].run("ip link set dev fabric down", timeout=30).check()
     heard: list[str] = []
-    records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, heard.append, doctor=lab)
+    records = matrix.run(scenario, lab.vms, lab.blueprint.endpoints, tmp_path, heard.append, doctor=lab)
     assert [r.error for r in records] == [None], records
     assert records[0].verify == "pass" and records[0].iops > 0
     assert "stalled link fabric" in (records[0].note or ""), records[0].note

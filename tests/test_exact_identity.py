@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.emulator import lab as labs
+from sanlab.emulator import lab_state as labs
 from sanlab.emulator.processes import (
     Recorded,
     is_ours,

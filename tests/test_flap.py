@@ -36,7 +36,9 @@ def test_a_link_flap_under_verified_writes_loses_no_block(guest_image, tmp_path)
         heard.append(message)
 
     with running_lab(scenario, "test-flap", print, keep_logs=False) as lab:
-        records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
+        records = matrix.run(
+            scenario, lab.vms, lab.blueprint.endpoints, tmp_path, say, doctor=lab, cables=lab
+        )
     assert [r.transport for r in records] == ["nvme-tcp", "nvme-rdma", "iscsi", "iser"]
     for record in records:
         assert record.initiator == "initiator"
@@ -104,7 +106,9 @@ def test_loss_and_delay_bursts_under_verified_writes_lose_no_block(names, guest_
         heard.append(message)
 
     with running_lab(scenario, "test-burst", print, keep_logs=False) as lab:
-        records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
+        records = matrix.run(
+            scenario, lab.vms, lab.blueprint.endpoints, tmp_path, say, doctor=lab, cables=lab
+        )
     assert [r.transport for r in records] == list(names)
     for record in records:
         assert record.error is None, record.error
@@ -147,7 +151,9 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest, names, re
         heard.append(message)
 
     with running_lab(scenario, "test-restart", print, keep_logs=False) as lab:
-        records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
+        records = matrix.run(
+            scenario, lab.vms, lab.blueprint.endpoints, tmp_path, say, doctor=lab, cables=lab
+        )
     transport = {t.name: t.transport for t in scenario.targets}
     assert [r.transport for r in records] == [transport[n] for n in ALL_RESTART_TARGETS if n in names]
     for record in records:

@@ -74,7 +74,7 @@ VIA = ["agent", "ssh"]
 
 def _run(lab, targets: list[dict], tmp_path, via: str, say=print):
     hosts = lab.vms if via == "agent" else lab.ssh_hosts
-    return matrix.run(_scenario(targets), hosts, lab.plan.endpoints, tmp_path, say)
+    return matrix.run(_scenario(targets), hosts, lab.blueprint.endpoints, tmp_path, say)
 
 
 @pytest.mark.parametrize("via", VIA)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.emulator.lab import plan
+from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.processes import names_path, option_values
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
@@ -284,7 +284,7 @@ def _chap_scenario(stack: str, transport: str = "iscsi", **chap: str) -> dict:
 def _rehearsed(data: dict) -> dict[str, list[str]]:
     scenario = parse_scenario(data, "chap.yaml")
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     return {name: "\n".join(host.commands).splitlines() for name, host in hosts.items()}
 
 

@@ -72,7 +72,7 @@ def _plant(folder: Path, files: dict[str, Any]) -> None:
             path.write_text(content.replace("{d}", str(folder)))
 
 
-# --- lab state (emulator/lab.py read_state) ------------------------------------------------
+# --- lab state (emulator/lab_state.py read_state) ------------------------------------------
 
 LAB_EXEC = ["lab", "exec", "lab1", "h", "--", "true"]
 STATE = "run/sanlab-labs/lab1/state.json"
@@ -574,7 +574,6 @@ LAYERS = ("cli", "scenarios", "emulator", "targets", "dissectors", "models")
 READER = {"scenarios/reading.py", "scenarios/yamlfile.py", "scenarios/files.py"}
 # (file, function, call): why it may read without the reader.  Nothing else may.
 ALLOWED = {
-    ("cli/commands_sweep.py", "_started", "read_text"): "/proc/self/stat: the kernel's, not a user's",
     ("emulator/processes.py", "process_argv", "read_bytes"): "/proc/PID/cmdline: the kernel's",
     ("emulator/processes.py", "pid_alive", "open"): "/proc/PID/stat: the kernel's",
     ("emulator/processes.py", "process_start", "open"): "/proc/PID/stat: the kernel's",
@@ -593,7 +592,7 @@ ALLOWED = {
     ("emulator/fabric.py", "start", "read_bytes"): "the package's own fabric program",
     ("emulator/images.py", "image_key", "read_bytes"): "the package's own recipe files, hashed",
     ("emulator/images.py", "_mmdebstrap", "read_text"): "mmdebstrap's log in the build's own folder",
-    ("emulator/lab.py", "follow_capture", "open"): "a pcap streamed as QEMU writes it, checked regular first",
+    ("emulator/lab_state.py", "follow_capture", "open"): "a pcap streamed as QEMU writes it, checked first",
     ("emulator/lab.py", "_ssh_into", "read_text"): "the public key sanlab generated in the lab's folder",
     ("emulator/mininet_fabric.py", "main", "open"): "runs inside the fabric VM, on the spec sanlab put there",
     (

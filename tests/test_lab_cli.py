@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from sanlab.emulator.lab import labs_root, left_over, new_run_dir
+from sanlab.emulator.lab_state import labs_root, left_over, new_run_dir
 from sanlab.emulator.processes import pid_alive
 from sanlab.scenarios.errors import SanlabError
 from support import INTERRUPTIBLE, SCENARIOS
@@ -78,7 +78,7 @@ def test_lab_up_exec_list_down_from_separate_processes(guest_image):
 DYING_CLIENT = """
 import json, sys, time
 from sanlab.emulator.agent import AgentClient
-from sanlab.emulator.lab import live_agent_path
+from sanlab.emulator.lab_state import live_agent_path
 client = AgentClient(live_agent_path(sys.argv[1], "initiator"), "initiator")
 sock = client._connect(time.monotonic() + 60)
 request = {"op": "exec", "shell": "sleep 2; echo OUTPUT-OF-STEP-2", "timeout": 30, "stdin": ""}
@@ -133,7 +133,7 @@ def test_a_lab_name_is_a_name_never_a_path(tmp_path, name):
 
 
 def test_a_lab_name_is_made_from_an_odd_file_name(tmp_path):
-    from sanlab.emulator.lab import lab_name
+    from sanlab.emulator.lab_state import lab_name
 
     assert lab_name("My Pair.v2") == "my-pair-v2" and lab_name("...") == "lab"
     assert lab_name("x" * 80) == "x" * 31

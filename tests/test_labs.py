@@ -144,7 +144,7 @@ def test_a_labs_targets_from_separate_shells_and_a_root_console(tmp_path, guest_
     import json
     import socket
 
-    from sanlab.emulator.lab import read_state
+    from sanlab.emulator.lab_state import read_state
 
     lab = "test-targets"
     assert bash(f"sanlab lab up scenarios/pair-rxe.yaml --name {lab}", tmp_path).returncode == 0

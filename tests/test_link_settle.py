@@ -1,4 +1,4 @@
-"""The link doctor waits for a step's signal, not a clock (emulator/lab.py ``_settled``).
+"""The link doctor waits for a step's signal, not a clock (emulator/link_repair.py ``_settled``).
 
 After a down/up or a NIC reset, a link is checked until it answers.  A link that stays
 silent is told as soon as both ends show the step in full (up, and the RDMA device ACTIVE
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.emulator import lab as lab_module
+from sanlab.emulator import link_repair as lab_module
 from sanlab.emulator import links
 from sanlab.emulator.agent import Completed
-from sanlab.emulator.lab import Lab, LinkHealth
+from sanlab.emulator.lab import Lab
+from sanlab.emulator.link_repair import LinkHealth
 from sanlab.emulator.links import Interface
 from sanlab.scenarios.loader import load_scenario
 from support import SCENARIOS
@@ -42,7 +43,7 @@ class _Guest:
 def _doctor(tmp_path, monkeypatch, settled: list[bool], healthy_from: int | None):
     """A pair lab with no VMs: check_link answers from the ``healthy_from``-th check on."""
     lab = Lab(load_scenario(SCENARIOS / "pair-rxe.yaml"), "settle", tmp_path, None)
-    lab.vms = {name: _Guest(name, settled) for name in lab.plan.specs}
+    lab.vms = {name: _Guest(name, settled) for name in lab.blueprint.specs}
     checks: list[float] = []
 
     def check_link(link: str) -> LinkHealth:

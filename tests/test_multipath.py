@@ -31,7 +31,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.emulator.lab import plan, running_lab
+from sanlab.emulator.blueprint import blueprint
+from sanlab.emulator.lab import running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets import dm_multipath, faults
@@ -58,7 +59,7 @@ def _scsi() -> dict:
 def test_a_multipath_target_is_exported_and_connected_on_every_path():
     scenario = load_scenario(MULTIPATH)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     connects = [c for c in hosts["initiator"].commands if "nvme connect" in c]
     assert [c.split(" -a ")[1].split()[0] for c in connects] == ["169.254.10.2", "169.254.11.2"] * 2
     target = "\n".join(hosts["target"].commands)
@@ -71,7 +72,7 @@ def test_a_multipath_target_is_exported_and_connected_on_every_path():
 def test_a_scsi_multipath_target_has_a_portal_and_a_session_per_path_joined_by_dm_multipath():
     scenario = load_scenario(SCSI)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     initiator = hosts["initiator"].commands
     logins = [c for c in initiator if "--login" in c]
     assert len(logins) == 6  # three targets, two portals each
@@ -154,7 +155,9 @@ def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, data
         heard.append(message)
 
     with running_lab(scenario, "test-mpath", print, keep_logs=False) as lab:
-        records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, say, doctor=lab, cables=lab)
+        records = matrix.run(
+            scenario, lab.vms, lab.blueprint.endpoints, tmp_path, say, doctor=lab, cables=lab
+        )
     assert [r.transport for r in records] == transports
     for record in records:
         assert record.error is None, record.error

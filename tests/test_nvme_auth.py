@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.emulator.lab import plan, running_lab
+from sanlab.emulator.blueprint import blueprint
+from sanlab.emulator.lab import running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.targets.dryrun import DryRunHost
@@ -33,7 +34,7 @@ def _data() -> dict:
 def test_the_target_admits_one_host_nqn_with_its_secret_and_the_host_presents_it():
     scenario = load_scenario(AUTH)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = "\n".join(hosts["target"].commands)
     secret = scenario.targets[0].auth.secret
     host = "nqn.2026-11.org.sanlab:nvme-tcp.host.initiator"
@@ -79,7 +80,7 @@ def test_the_right_secret_carries_verified_writes_and_a_wrong_one_is_refused(deb
     data["targets"].append(wrong)
     scenario = parse_scenario(data, "auth.yaml")
     with running_lab(scenario, "test-auth", print, keep_logs=False) as lab:
-        records = matrix.run(scenario, lab.vms, lab.plan.endpoints, tmp_path, print, cables=lab)
+        records = matrix.run(scenario, lab.vms, lab.blueprint.endpoints, tmp_path, print, cables=lab)
         kernel = lab.vms["initiator"].run("dmesg", timeout=30).stdout
     good, refused = records[:2], records[2]
     for record in good:

@@ -91,7 +91,7 @@ def test_the_link_doctor_checks_a_switch_port_across_the_switch(tmp_path):
     from sanlab.scenarios.loader import load_scenario
 
     lab = Lab(load_scenario(PORT_DOWN), "doctor", tmp_path, None)
-    lab.vms = {name: name for name in lab.plan.specs}  # the hosts, by name: no VM boots here
+    lab.vms = {name: name for name in lab.blueprint.specs}  # the hosts, by name: no VM boots here
     ends = [(vm, nic.link, address) for vm, nic, address in lab._ends("t-s1")]
     assert ends == [("target", "t-s1", "169.254.100.3"), ("i1", "i1-s1", "169.254.100.1")]
     assert [vm for vm, _, _ in lab._ends("i2-s1")] == ["i2", "i1"]

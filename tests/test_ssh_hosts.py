@@ -121,7 +121,7 @@ def test_smoke_transports_run_through_ssh_and_verify(lab, tmp_path, chosen):
         scenario = scenario.model_copy(update={"targets": [t for t in scenario.targets if t.name in chosen]})
         assert len(scenario.targets) == len(chosen)
     before = _state(lab)
-    records = matrix.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
+    records = matrix.run(scenario, lab.ssh_hosts, lab.blueprint.endpoints, tmp_path, print, doctor=lab)
     assert len(records) == planned_points(scenario)
     for record in records:
         assert record.error is None, record.error
@@ -146,7 +146,10 @@ def _machines_files(lab, tmp_path, targets: list[dict]) -> tuple[str, str]:
             "children": {
                 "lab": {
                     "hosts": {
-                        name: {"ansible_host": "127.0.0.1", "ansible_port": lab.plan.specs[name].ssh_port}
+                        name: {
+                            "ansible_host": "127.0.0.1",
+                            "ansible_port": lab.blueprint.specs[name].ssh_port,
+                        }
                         for name in ("initiator", "target")
                     }
                 }
@@ -193,10 +196,10 @@ def test_preflight_reads_the_guests(lab, tmp_path):
     assert target.kernel.startswith("6.1") and target.cores == 1 and target.configfs
     assert target.tools["fio"] and target.tools["nvme"] and target.modules["nvmet_rdma"]
     nic = target.nics["roce"]
-    assert nic.address.startswith(lab.plan.endpoints[("roce", "target")].address + "/")
+    assert nic.address.startswith(lab.blueprint.endpoints[("roce", "target")].address + "/")
     assert nic.mtu == 1500 and nic.driver == "virtio_net" and nic.rdma == "rxe_roce"
     for end in checked.endpoints:  # the same ends the emulator hands out
-        assert checked.endpoints[end] == lab.plan.endpoints[end]
+        assert checked.endpoints[end] == lab.blueprint.endpoints[end]
     del inventory
 
 
@@ -291,7 +294,7 @@ def test_a_device_in_use_or_holding_data_is_refused(lab, tmp_path):
     careless = parse_scenario(_device_target(destroy=True), "device.yaml")
     refused = backstores.devices_refused(careless, lab.ssh_hosts)
     assert refused == ["target: /dev/ram0 is mounted at /mnt/precious: sanlab never serves a device in use"]
-    records = matrix.run(careless, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print)
+    records = matrix.run(careless, lab.ssh_hosts, lab.blueprint.endpoints, tmp_path, print)
     assert records[0].error and "is mounted at /mnt/precious" in records[0].error
     target.run("umount /mnt/precious", timeout=30).check()
     cautious = parse_scenario(_device_target(destroy=False), "device.yaml")
@@ -304,7 +307,7 @@ def test_a_device_marked_destroy_is_served_and_verified(lab, tmp_path):
     lab.ssh_hosts["target"].run(SCRATCH, timeout=60).check()
     scenario = parse_scenario(_device_target(destroy=True), "device.yaml")
     assert backstores.devices_refused(scenario, lab.ssh_hosts) == []
-    (record,) = matrix.run(scenario, lab.ssh_hosts, lab.plan.endpoints, tmp_path, print, doctor=lab)
+    (record,) = matrix.run(scenario, lab.ssh_hosts, lab.blueprint.endpoints, tmp_path, print, doctor=lab)
     assert record.error is None and record.verify == "pass" and record.verified_bytes == 2 << 20
     assert lab.ssh_hosts["target"].run("[ -b /dev/ram0 ]").ok  # served, never removed
     # The device as a record names it: a plain block device (brd states no model).

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.emulator.lab import plan
+from sanlab.emulator.blueprint import blueprint
 from sanlab.scenarios.errors import SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.results.records import ResultRecord, aggregate
@@ -72,7 +72,7 @@ def test_leaf_spine_is_one_segment_and_its_trunks_are_not_cables():
     assert set(segments(scenario).values()) == {0}
     assert [lk.name for lk in scenario.plan.links if lk.kind == "trunk"] == ["up1", "up2"]
     assert initiators_of(scenario, scenario.targets[0]) == [("i1", "i1-l1"), ("i2", "i2-l2")]
-    lab = plan(scenario, "ls", Path("/tmp/ls"), None)
+    lab = blueprint(scenario, "ls", Path("/tmp/ls"), None)
     assert sorted(nic.link for nic in lab.specs[FABRIC_HOST].nics) == ["i1-l1", "i2-l2", "t-l2"]
     assert lab.fabric is not None
     assert [(t["a"], t["b"], t["bw_mbit"], t["delay_us"]) for t in lab.fabric["trunks"]] == [
@@ -83,7 +83,7 @@ def test_leaf_spine_is_one_segment_and_its_trunks_are_not_cables():
 
 def test_plan_joins_every_host_port_to_the_fabric_vm_and_captures_at_the_switch(tmp_path):
     scenario = load_scenario(INCAST)
-    lab = plan(scenario, "incast", tmp_path, tmp_path / "pcaps")
+    lab = blueprint(scenario, "incast", tmp_path, tmp_path / "pcaps")
     fabric = lab.specs[FABRIC_HOST]
     assert (fabric.cpus, fabric.memory_mib) == (1, 1024)
     assert lab.addresses == {
@@ -114,7 +114,7 @@ def test_plan_joins_every_host_port_to_the_fabric_vm_and_captures_at_the_switch(
 def test_a_run_connects_every_initiator_to_its_own_stretch_of_the_lun():
     scenario = load_scenario(INCAST)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     for host, offset in (("i1", None), ("i2", "--offset=4194304")):
         fio = [c for c in hosts[host].commands if c.startswith("fio ")]
         assert len(fio) == 3  # nvme-tcp, nvme-rdma and iscsi
@@ -275,7 +275,7 @@ def test_target_fault_mistakes_are_named(fault, expected):
 def test_a_restart_or_reset_hits_only_its_own_target():
     scenario = load_scenario(SCENARIOS / "restart.yaml")
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = hosts["target"].commands
     stops = [c for c in target if c.startswith("echo 0 > ") and c.endswith("tpgt_1/enable")]
     assert len(stops) == 1 and "sanlab:iscsi/" in stops[0]  # iscsi's restart, nothing else
@@ -295,9 +295,9 @@ def test_a_vm_socket_path_too_long_for_qemu_is_refused_before_any_boot():
     link socket fits, and the plan names it."""
     scenario = load_scenario(SCENARIOS / "pair-rxe.yaml")
     fits = Path("/" + "r" * 83)  # 84 + 1 + len("initiator.console.sock") = 107 bytes
-    assert plan(scenario, "long", fits, None).specs
+    assert blueprint(scenario, "long", fits, None).specs
     with pytest.raises(SanlabError, match=r"initiator\.console\.sock is over 107 bytes"):
-        plan(scenario, "long", Path("/" + "r" * 84), None)
+        blueprint(scenario, "long", Path("/" + "r" * 84), None)
 
 
 @pytest.mark.parametrize(("stack", "transport"), [("lio", "iscsi"), ("lio", "iser"), ("tgt", "iscsi")])
@@ -308,7 +308,7 @@ def test_lio_and_tgt_admit_every_initiator_of_a_shared_target(stack, transport):
     data["targets"] = [dict(shared, backstore="file") if stack == "tgt" else shared]
     scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = "\n".join(hosts["target"].commands)
     for initiator in ("i1", "i2"):
         name = f"iqn.2026-11.org.sanlab:initiator.{initiator}"
@@ -323,6 +323,6 @@ def test_a_restart_of_a_shared_target_is_applied_once_and_every_initiator_rides_
     data["faults"] = [{"at": "2s", "target": "nvme-tcp", "action": "restart", "for": "3s"}]
     scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, plan(scenario, "x", Path("/x"), None).endpoints)
+    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     stops = [c for c in hosts["target"].commands if c.startswith(": > /tmp/sanlab-restart-")]
     assert len(stops) == 1  # one initiator's side applies it, for both

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.emulator.agent import AgentClient
 from sanlab.emulator.interactive import SCENARIO_COPY
-from sanlab.emulator.lab import LabCables, lab_dir, labs_root, live_agent_path, read_state
+from sanlab.emulator.lab_state import LabCables, lab_dir, labs_root, live_agent_path, read_state
 from sanlab.emulator.processes import Recorded, is_ours, me, recorded, signal_ours
 from sanlab.scenarios.endpoints import Endpoint, emulated
 from sanlab.scenarios.errors import SanlabError

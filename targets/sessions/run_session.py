@@ -19,8 +19,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.images import guest_of, ready_image
-from sanlab.emulator.lab import Lab, lab_name, labs_root, plan, running_lab
+from sanlab.emulator.lab import Lab, running_lab
+from sanlab.emulator.lab_state import lab_name, labs_root
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
@@ -171,14 +173,22 @@ def _on_vms(
     loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
 ) -> None:
     name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
-    plan(loaded, name, labs_root() / name, None)  # socket paths short enough, before any image build
+    blueprint(loaded, name, labs_root() / name, None)  # socket paths short enough, before any image build
     ready_image(say, guest_of(loaded.guest))
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None
     with running_lab(loaded, name, say, capture, keep_logs=False, snaplen=snaplen) as lab:
         try:
             matrix.run(
-                loaded, lab.vms, lab.plan.endpoints, out, say, doctor=lab, sink=journal, cables=lab, skip=skip
+                loaded,
+                lab.vms,
+                lab.blueprint.endpoints,
+                out,
+                say,
+                doctor=lab,
+                sink=journal,
+                cables=lab,
+                skip=skip,
             )
         finally:
             _collect_logs(lab, journal.folder)
@@ -206,7 +216,7 @@ def rehearse(loaded: Scenario, say: Say) -> list[DryRunHost]:
         with machine_hosts(loaded) as hosts:
             ends = check_machines(loaded, hosts, say).endpoints
     else:
-        ends = plan(loaded, "dry-run", Path("/dry-run"), None).endpoints
+        ends = blueprint(loaded, "dry-run", Path("/dry-run"), None).endpoints
     imagined = {h.name: DryRunHost(h.name) for h in loaded.hosts}
     matrix.rehearse(loaded, imagined, ends)
     return list(imagined.values())
