@@ -75,27 +75,33 @@ def _allowed_host(subsystem: str, key: HostKey | None) -> list[str]:
     ]
 
 
-def create(
-    host: Host,
-    export: Export,
-    transport: str,
-    addresses: list[str],
-    backings: list[Backing],
-    key: HostKey | None = None,
-    tls: bool = False,
-) -> None:
+@dataclass(frozen=True)
+class NvmetSettings:
+    """What one nvmet export serves and to whom: ``exported`` and ``create`` take it whole, so
+    the two never drift apart."""
+
+    nqn: str
+    transport: str
+    addresses: tuple[str, ...]  # a port each (several: the paths of a multipath device)
+    backings: tuple[Backing, ...]  # a namespace each
+    key: HostKey | None = None  # the one host allowed in (None: any host)
+    tls: bool = False  # the ports ask for TLS 1.3
+
+
+def create(host: Host, export: Export, settings: NvmetSettings) -> None:
     """The subsystem, who may connect, its namespaces, and a port on each address that exports
     it (asking for TLS 1.3 with ``tls``)."""
-    trtype = TRANSPORTS[transport].carrier  # nvmet's trtype: tcp or rdma
+    s = settings
+    trtype = TRANSPORTS[s.transport].carrier  # nvmet's trtype: tcp or rdma
     subsystem = f"{CFS}/subsystems/{export.nqn}"
-    lines = [f"mkdir {subsystem}", *_allowed_host(subsystem, key)]
-    for nsid, backing in enumerate(backings, start=1):
+    lines = [f"mkdir {subsystem}", *_allowed_host(subsystem, s.key)]
+    for nsid, backing in enumerate(s.backings, start=1):
         ns = f"{subsystem}/namespaces/{nsid}"
         lines += [f"mkdir {ns}", f"printf %s {shlex.quote(backing.path)} > {ns}/device_path"]
         if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
             lines.append(f"echo 1 > {ns}/buffered_io")
         lines.append(f"echo 1 > {ns}/enable")
-    for port_id, address in zip(export.port_ids, addresses, strict=True):
+    for port_id, address in zip(export.port_ids, s.addresses, strict=True):
         port = f"{CFS}/ports/{port_id}"
         lines += [
             f"mkdir {port}",
@@ -103,10 +109,10 @@ def create(
             f"echo {trtype} > {port}/addr_trtype",
             f"echo {address} > {port}/addr_traddr",
             f"echo {NVME_PORT} > {port}/addr_trsvcid",
-            *([f"echo tls1.3 > {port}/addr_tsas"] if tls else []),
+            *([f"echo tls1.3 > {port}/addr_tsas"] if s.tls else []),
             f"ln -s {subsystem} {port}/subsystems/{export.nqn}",
         ]
-    where = " and ".join(addresses)
+    where = " and ".join(s.addresses)
     sh(host, "\n".join(lines), f"nvmet: exporting {export.nqn} over {trtype} on {where}")
 
 
@@ -131,20 +137,13 @@ def remove(host: Host, export: Export) -> None:
 
 
 @contextmanager
-def exported(
-    host: Host,
-    nqn: str,
-    transport: str,
-    addresses: list[str],
-    backings: list[Backing],
-    key: HostKey | None = None,
-    tls: bool = False,
-) -> Iterator[Export]:
+def exported(host: Host, settings: NvmetSettings) -> Iterator[Export]:
     """A subsystem and ports of sanlab's own (and, with ``key``, the one host allowed in) for
     the ``with`` block; removed however it ends."""
-    export = claim(host, nqn, transport, len(addresses), key)
+    s = settings
+    export = claim(host, s.nqn, s.transport, len(s.addresses), s.key)
     try:
-        create(host, export, transport, addresses, backings, key, tls)
+        create(host, export, s)
         yield export
     finally:
         remove(host, export)

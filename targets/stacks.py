@@ -195,12 +195,14 @@ def nvmet_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, sa
     steps.enter_context(
         nvmet.exported(
             wiring.target_host,
-            nqn(name),
-            target.transport,
-            wiring.target_addresses,
-            backings,
-            key,
-            tls=psks is not None,
+            nvmet.NvmetSettings(
+                nqn(name),
+                target.transport,
+                tuple(wiring.target_addresses),
+                tuple(backings),
+                key,
+                tls=psks is not None,
+            ),
         )
     )
     return {"nqn": nqn(name), **({"psk": psks[1]} if psks else {})}
@@ -246,13 +248,15 @@ def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
     steps.enter_context(
         tgt.exported(
             wiring.target_host,
-            iqn(name),
-            iser,
-            wiring.target_addresses,
-            backings,
-            wiring.admitted_addresses,
-            wiring.admitted_iqns,
-            _chap(target),  # an account bound to the target: no login without it (tgt.py)
+            tgt.TgtSettings(
+                iqn(name),
+                iser,
+                tuple(wiring.target_addresses),
+                tuple(backings),
+                tuple(wiring.admitted_addresses),
+                tuple(wiring.admitted_iqns),
+                _chap(target),  # an account bound to the target: no login without it (tgt.py)
+            ),
         )
     )
     port = ISCSI_PORT if iser else TGT_TCP_PORT  # tgtd's TCP portal moved off 3260 (see tgt.py)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from sanlab.targets.backstores import Backing
 from sanlab.targets.host import Host, StackError, sh
@@ -63,27 +64,35 @@ def start_lines(addresses: list[str]) -> list[str]:
     ]
 
 
-def create_lines(
-    iqn: str,
-    iser: bool,
-    backings: list[Backing],
-    initiator_addresses: list[str],
-    initiator_iqns: list[str],
-    chap: Chap | None = None,
-) -> list[str]:
+@dataclass(frozen=True)
+class TgtSettings:
+    """What sanlab's tgtd serves and to whom: ``exported`` and ``create_lines`` take it whole,
+    so the two never drift apart."""
+
+    iqn: str
+    iser: bool
+    addresses: tuple[str, ...]  # a portal each (several: the paths of a multipath device)
+    backings: tuple[Backing, ...]  # a LUN each
+    initiator_addresses: tuple[str, ...]  # an address ACL each
+    initiator_iqns: tuple[str, ...]  # an initiator-name ACL each (iSER needs both)
+    chap: Chap | None = None
+
+
+def create_lines(settings: TgtSettings) -> list[str]:
     """The target, its LUNs, who may log in (by address and by IQN: every initiator's), and
     with ``chap`` the account each login must prove it knows (``chap_lines``)."""
-    tgtadm = f"tgtadm --lld {'iser' if iser else 'iscsi'}"
-    lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {iqn}"]
-    for lun, backing in enumerate(backings, start=1):
+    s = settings
+    tgtadm = f"tgtadm --lld {'iser' if s.iser else 'iscsi'}"
+    lines = [f"{tgtadm} --op new --mode target --tid {TID} -T {s.iqn}"]
+    for lun, backing in enumerate(s.backings, start=1):
         lines.append(
             f"{tgtadm} --op new --mode logicalunit --tid {TID} --lun {lun} -b {shlex.quote(backing.path)}"
         )
-    lines += [f"{tgtadm} --op bind --mode target --tid {TID} -I {address}" for address in initiator_addresses]
+    lines += [f"{tgtadm} --op bind --mode target --tid {TID} -I {a}" for a in s.initiator_addresses]
     lines += [
-        f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {name}" for name in initiator_iqns
+        f"{tgtadm} --op bind --mode target --tid {TID} --initiator-name {name}" for name in s.initiator_iqns
     ]
-    return lines + (chap_lines(tgtadm, chap) if chap else [])
+    return lines + (chap_lines(tgtadm, s.chap) if s.chap else [])
 
 
 def chap_lines(tgtadm: str, chap: Chap) -> list[str]:
@@ -129,21 +138,13 @@ def start_script() -> str:
 
 
 @contextmanager
-def exported(
-    host: Host,
-    iqn: str,
-    iser: bool,
-    addresses: list[str],
-    backings: list[Backing],
-    initiator_addresses: list[str],
-    initiator_iqns: list[str],
-    chap: Chap | None = None,
-) -> Iterator[None]:
+def exported(host: Host, settings: TgtSettings) -> Iterator[None]:
     """sanlab's own tgtd serving ``iqn`` on ``addresses`` (one portal each, several for a
     multipath device) for the ``with`` block; stopped (only it) however it ends."""
     refuse_a_running_tgtd(host)
-    made = create_lines(iqn, iser, backings, initiator_addresses, initiator_iqns, chap)
-    script = start_lines(addresses) + made
+    iqn, iser = settings.iqn, settings.iser
+    made = create_lines(settings)
+    script = start_lines(list(settings.addresses)) + made
     # A here-document with a quoted delimiter: its lines are written as they are (no expansion),
     # one a line, so --dry-run shows each tgtadm command as it will run; every line begins
     # with a command word, so none can be the delimiter.
