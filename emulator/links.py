@@ -161,7 +161,7 @@ def listening_script(pid: int) -> str:
     listener may take to come up."""
     return (
         "for i in $(seq 20); do rdma resource show cm_id | grep -q 'LISTEN.*rping' && exit 0; "
-        f"grep -qs '^State:[[:space:]]*[^Z]' /proc/{pid}/status || exit 1; sleep 0.5; done; exit 1"
+        f"grep -qs '^State:[[:space:]]*[^Z[:space:]]' /proc/{pid}/status || exit 1; sleep 0.5; done; exit 1"
     )
 
 

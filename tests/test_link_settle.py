@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.emulator import link_repair as lab_module
+from sanlab.emulator import link_repair as repair
 from sanlab.emulator import links
 from sanlab.emulator.agent import Completed
 from sanlab.emulator.lab import Lab
@@ -53,7 +53,7 @@ def _doctor(tmp_path, monkeypatch, settled: list[bool], healthy_from: int | None
 
     slept: list[float] = []
     monkeypatch.setattr(lab, "check_link", check_link)
-    monkeypatch.setattr(lab_module.time, "sleep", slept.append)
+    monkeypatch.setattr(repair.time, "sleep", slept.append)
     return lab, checks, slept
 
 
@@ -66,12 +66,12 @@ def test_a_step_that_could_not_help_costs_two_checks_not_the_settle_time(tmp_pat
 def test_a_step_still_settling_is_checked_until_it_answers(tmp_path, monkeypatch):
     lab, checks, slept = _doctor(tmp_path, monkeypatch, settled=[False, False, False], healthy_from=3)
     health = lab._settled("fabric")
-    assert health.ok and len(checks) == 3 and slept == [lab_module.SETTLE_POLL_S] * 2
+    assert health.ok and len(checks) == 3 and slept == [repair.SETTLE_POLL_S] * 2
 
 
 def test_a_link_that_never_settles_is_given_up_at_the_deadline(tmp_path, monkeypatch):
     lab, checks, slept = _doctor(tmp_path, monkeypatch, settled=[False], healthy_from=None)
-    monkeypatch.setattr(lab_module, "SETTLE_S", 0.0)
+    monkeypatch.setattr(repair, "SETTLE_S", 0.0)
     assert not lab._settled("fabric").ok
     assert len(checks) == 1 and slept == []
 
@@ -119,10 +119,17 @@ def test_an_rping_server_that_exited_is_told_at_once_one_that_listens_is_found(t
     after its 10 s; a server that listens (an ``rdma`` that lists it) is found at once."""
     gone = subprocess.Popen(["true"])
     gone.wait()
-    began = time.monotonic()
-    script = links.listening_script(gone.pid)
-    assert subprocess.run(["bash", "-c", script], timeout=30).returncode == 1
-    assert time.monotonic() - began < 3
+    zombie = subprocess.Popen(["true"])  # exited, not reaped until wait(): as the agent leaves one
+    while subprocess.run(["grep", "-q", "Z", f"/proc/{zombie.pid}/stat"]).returncode != 0:
+        time.sleep(0.05)
+    try:
+        for pid in (gone.pid, zombie.pid):
+            began = time.monotonic()
+            script = links.listening_script(pid)
+            assert subprocess.run(["bash", "-c", script], timeout=30).returncode == 1
+            assert time.monotonic() - began < 3
+    finally:
+        zombie.wait()
     fake = tmp_path / "rdma"
     fake.write_text("#!/bin/sh\necho 'link rxe_fabric cm-idn 1 state LISTEN ps 0 comm [rping]'\n")
     fake.chmod(0o755)
