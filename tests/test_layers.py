@@ -153,6 +153,8 @@ def test_import_linter_keeps_every_contract(tmp_path):
         ("targets/planted.py", "from sanlab import main", "nothing below the command line"),
         ("targets/planted.py", "from sanlab.emulator import lab", "the recipes know neither"),
         ("targets/planted.py", "from sanlab.targets.sessions import lab_targets", "the recipes know neither"),
+        ("scenarios/planted.py", "from sanlab.scenarios.results import records", "neither the results nor"),
+        ("scenarios/planted.py", "import sanlab.scenarios.labs.checking", "neither the results nor"),
     ],
 )
 def test_a_planted_forbidden_import_breaks_its_contract(tmp_path, module, planted, contract):
