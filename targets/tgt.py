@@ -25,7 +25,7 @@ an authentication failure (usr/iscsi/iscsid.c) and checks the CHAP
 response against the bound account's secret (usr/iscsi/chap.c).
 tgtadm hands tgtd ``user=NAME,password=SECRET`` and tgtd cuts the name
 at the first comma (usr/mgmt.c ``account_mgmt``), so a name with a comma
-cannot be set; ``validate`` refuses it (scenarios/semantics.py).
+cannot be set; ``validate`` refuses it (scenarios/semantics/targets.py).
 """
 
 from __future__ import annotations
