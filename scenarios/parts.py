@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BeforeValidator, ConfigDict, Field, ValidatorFunctionWrapHandler, field_validator
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from sanlab.scenarios.fields import (
     DEFAULT_PROFILE,
@@ -54,7 +61,22 @@ from sanlab.scenarios.fields import (
     not_a_yes_no,
     yaml_null_is_null_device,
 )
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.ssh_options import MAX_OPTIONS
+
+
+def tls_by_transport(data: Any) -> Any:
+    """A transport that is always inside TLS (the registry's ``always_tls``) sets ``tls`` itself:
+    unset, it is on; set off, it is a mistake.  Every reader of ``tls`` (validation, the
+    recipes, the model) then needs nothing of its own for such a variant."""
+    if not isinstance(data, dict):
+        return data
+    kind = TRANSPORTS.get(str(data.get("transport")))
+    if kind is None or not kind.always_tls:
+        return data
+    if data.get("tls") is False:
+        raise ValueError(f"{kind.name} is always inside TLS: drop 'tls: false'")
+    return data if data.get("tls") else {**data, "tls": True}
 
 
 class Host(Strict):
@@ -178,6 +200,11 @@ class Target(Strict):
     device: DevicePath | None = None
     destroy: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tls_of_its_transport(cls, data: Any) -> Any:
+        return tls_by_transport(data)
+
     @field_validator("tls", mode="wrap")
     @classmethod
     def _tls_read_one_way(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
@@ -270,6 +297,11 @@ class Projection(Strict):
     # the I/O queues per controller (nvme connect --nr-io-queues; unset, one per CPU).
     poll: bool = False
     queues: int | None = Field(None, ge=1, le=1024)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tls_of_its_transport(cls, data: Any) -> Any:
+        return tls_by_transport(data)
 
 
 class Layout(Protocol):

@@ -89,6 +89,9 @@ class Transport:
     # session per path), or "" (not built).
     multipath: Literal["native", "dm-multipath", ""] = ""
     tls: bool = False  # a TLS 1.3 secure channel of its own (NVMe/TCP transport spec 3.6)
+    # Every queue inside that channel: TLS is the transport, not a target's choice (a variant
+    # such as NVMe/TCP-in-TLS as a transport of its own); the schema turns ``tls`` on for it.
+    always_tls: bool = False
     # What carries a SCSI command on the wire before its CDB, as a ladder names it ("SRP_CMD: ").
     command_envelope: str = ""
     # What a ladder calls the target's answer to a command.

@@ -251,3 +251,37 @@ def test_every_projection_field_is_a_model_option_and_reaches_the_models_point()
     data = {"workloads": [{"rw": "randread", "bs": 4096, "iodepth": 1}], "projections": [projection]}
     (job,) = jobs(parse_scenario(data, "x.yaml"))
     assert {name: getattr(job.point, name) for name in CARRIED} == chosen
+
+
+def _scenario(guest: str, tls: object = None) -> dict:
+    target = {"name": "t", "host": "target", "stack": "nvmet", "transport": "nvme-tcp"}
+    return {
+        "guest": guest,
+        "hosts": [{"name": "initiator", "role": "initiator"}, {"name": "target", "role": "target"}],
+        "links": [{"name": "eth", "endpoints": ["initiator", "target"], "fabric": "eth"}],
+        "targets": [target | ({} if tls is None else {"tls": tls})],
+        "workloads": [{"rw": "randwrite", "bs": 4096}],
+        "projections": [{"transport": "nvme-tcp", "fabric": "eth", "link_gbps": 100}],
+    }
+
+
+def test_a_transport_always_inside_tls_is_one_registry_fact(monkeypatch):
+    """A variant such as NVMe/TCP-in-TLS as a transport of its own needs no reader of its own:
+    the registry says ``always_tls`` and the schema turns ``tls`` on, so validation (the guest
+    whose kernel has TLS), the recipes (tlshd, the PSK, --tls) and the model (the AEAD's cost)
+    all follow from the flag they read already.  Here NVMe/TCP stands in for such a variant."""
+    from dataclasses import replace
+
+    from sanlab.models.project import jobs
+    from sanlab.scenarios.errors import ScenarioError
+    from sanlab.scenarios.loader import parse_scenario
+
+    assert not parse_scenario(_scenario("debian-13"), "x.yaml").targets[0].tls  # as shipped: a choice
+    monkeypatch.setitem(TRANSPORTS, "nvme-tcp", replace(TRANSPORTS["nvme-tcp"], always_tls=True))
+    scenario = parse_scenario(_scenario("debian-13"), "x.yaml")
+    assert scenario.targets[0].tls is True and scenario.projections[0].tls is True
+    assert all(job.point.tls for job in jobs(scenario))  # the model costs the AEAD
+    with pytest.raises(ScenarioError, match="needs guest debian-13"):
+        parse_scenario(_scenario("debian-12"), "x.yaml")  # the guest check follows the flag
+    with pytest.raises(ScenarioError, match="always inside TLS"):
+        parse_scenario(_scenario("debian-13", tls=False), "x.yaml")
