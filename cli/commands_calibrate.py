@@ -195,6 +195,14 @@ def _print_coverage(done: calibrate_studies.Calibration) -> None:
         f" from the {len(done.fitted)} fitted cells"
     )
     click.echo(f"  fitted cells inside their 95% interval: {inside} of {cells}")
+    regimes = done.summary()["coverage_by_regime"]
+    every = regimes.pop("all")
+    click.echo(
+        f"  each study left out, inside their 95% interval: {every['inside']} of {every['cells']} cells;"
+        " by regime: "
+        + ", ".join(f"{kind} {r['inside']} of {r['cells']}" for kind, r in regimes.items())
+        + f" (error where no training row shares the regime: sigma {done.unpinned_sigma:.3f})"
+    )
 
 
 def _print_checks(seed: int, which: str) -> None:

@@ -31,7 +31,16 @@ from sanlab.models.calibrate import (
     table_for,
 )
 from sanlab.models.checks import confirming_rows
-from sanlab.models.coverage import Band, bands, inside_count, model_error
+from sanlab.models.coverage import (
+    Band,
+    bands,
+    by_regime,
+    cross_fit,
+    inside_count,
+    model_error,
+    regimes_of,
+    unpinned_error,
+)
 from sanlab.models.metrics import mape
 from sanlab.models.priors import Prior
 from sanlab.models.profile import (
@@ -51,6 +60,9 @@ from sanlab.models.profile import (
 from sanlab.models.published import Measured
 from sanlab.models.reach import clear as clear_reach
 from sanlab.models.reach import measure as measure_reach
+from sanlab.models.regimes import clear as clear_regimes
+from sanlab.models.regimes import count as regime_count
+from sanlab.models.regimes import key_of
 from sanlab.models.uncertainty import clear_posterior
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import read_yaml
@@ -139,8 +151,13 @@ def holdouts(studies: list[Study]) -> list[tuple[str, Use]]:
             splits.append((label, _not_at(study.rows, speeds[-1])))
     if len(studies) > 1:
         for study in studies:
-            splits.append((f"leave {study.name} out, predict it", _not_in(study.rows)))
+            splits.append((study_out(study.name), _not_in(study.rows)))
     return splits
+
+
+def study_out(name: str) -> str:
+    """The label of the split that leaves study ``name`` out (what a new machine looks like)."""
+    return f"leave {name} out, predict it"
 
 
 def _not_at(rows: list[Measured], gbps: float) -> Use:
@@ -167,6 +184,7 @@ class Holdout:
     # carries the model's own error as measured on this split's training cells alone.
     bands: tuple[Band, ...] = ()
     model_sigma: float = 0.0
+    whole_study: bool = False  # a study left out: its bands are cross-fitted (coverage.cross_fit)
 
     @property
     def inside(self) -> int:
@@ -192,6 +210,16 @@ class Calibration:
     # error (measured on these same cells: ``model_sigma``) included.
     fitted: tuple[Band, ...] = ()
     model_sigma: float = 0.0
+
+    @property
+    def left_out(self) -> list[Band]:
+        """Every network cell as a fit without its study predicted it: the per-regime coverage."""
+        return [b for h in self.holdouts if h.whole_study for b in h.bands]
+
+    @property
+    def unpinned_sigma(self) -> float:
+        """The error on cells whose regime no training row shared, over every study left out."""
+        return unpinned_error(self.left_out)
 
     def study_summary(self, name: str) -> dict[str, Any]:
         """What NAME.fit.yaml records of the fit and the README quotes."""
@@ -237,6 +265,7 @@ class Calibration:
                 h.label: {"inside": h.inside, "cells": h.cells} for h in self.holdouts
             },
             "fitted_inside_95": dict(zip(("inside", "cells"), inside_count(self.fitted), strict=True)),
+            "coverage_by_regime": by_regime(self.left_out),
         }
 
     def model_error(self) -> dict[str, Any]:
@@ -244,6 +273,7 @@ class Calibration:
         interval carries (models/uncertainty.py)."""
         return {
             "log_sigma": round(self.model_sigma, 4),
+            "unpinned_log_sigma": round(self.unpinned_sigma, 4),
             "cells": len(self.fitted),
             "note": "the fitted cells' log IOPS misses beyond their parameters' spread;"
             " cross_validation_inside_95 checks it on cells no fit saw",
@@ -261,11 +291,23 @@ def calibrate(
     splits = (
         [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
     )
+    splits = _cross_fitted(splits, {study_out(s.name) for s in studies})
     network = {name: [c for c in scored if c.row.point.networked] for name, scored in cells.items()}
     judged = bands(task, result, network)
     sigma = model_error(judged)
     fitted = tuple(replace(b, model_sigma=sigma) for b in judged)
     return Calibration(result, cells, splits, task.params.priors, fitted, sigma)
+
+
+def _cross_fitted(splits: list[Holdout], whole: set[str]) -> list[Holdout]:
+    """The whole-study splits with their unpinned cells widened by what the other studies'
+    unpinned cells showed (coverage.cross_fit); the other splits as they are."""
+    chosen = [h for h in splits if h.label in whole]
+    widened = dict(zip((h.label for h in chosen), cross_fit([h.bands for h in chosen]), strict=True))
+    return [
+        replace(h, bands=tuple(widened[h.label]), whole_study=True) if h.label in widened else h
+        for h in splits
+    ]
 
 
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
@@ -283,13 +325,14 @@ def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
     sigma = model_error(bands(task, held, trained))
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
+    judged = bands(task, held, scored, pinned=regimes_of(trained))
     return Holdout(
         label,
         mape(errors),
         len(errors),
         tuple(held.unconstrained),
         tuple((c.row.label, c.iops_error) for c in worst),
-        tuple(replace(b, model_sigma=sigma) for b in bands(task, held, scored)),
+        tuple(replace(b, model_sigma=sigma) for b in judged),
         sigma,
     )
 
@@ -312,14 +355,27 @@ def check_write(names: list[str] | None, cross_validate: bool = True) -> None:
 def write(done: Calibration) -> list[Path]:
     """Write stacks.fit.yaml and every study's NAME.fit.yaml, atomically; refuse a partial fit."""
     check_write(list(done.cells), cross_validate=bool(done.holdouts))
-    stacks = {"reach": done.reach(), "model_error": done.model_error(), "posterior": _posterior(done.result)}
+    stacks = {
+        "reach": done.reach(),
+        "model_error": done.model_error(),
+        "regimes": regime_count(
+            key_of(c.bottleneck, c.row.point.transport, c.row.point.rw) for c in network_cells(done)
+        ),
+        "posterior": _posterior(done.result),
+    }
     paths = [_write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), stacks)]
     for name in done.cells:
         paths.append(_write(fit_path(profile_path(name)), name, done, f"{name}.", done.study_summary(name)))
     clear_cache()
     clear_posterior()
     clear_reach()
+    clear_regimes()
     return paths
+
+
+def network_cells(done: Calibration) -> list[CellError]:
+    """The joint fit's cells that crossed a network (the regimes it pins)."""
+    return [c for cells in done.cells.values() for c in cells if c.row.point.networked]
 
 
 class _Row(list[Any]):

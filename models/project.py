@@ -18,8 +18,9 @@ from sanlab.models.machine import point_facts
 from sanlab.models.network import Network, Point, build
 from sanlab.models.profile import load_profile
 from sanlab.models.reach import past
+from sanlab.models.regimes import key_of, kind_of, pinned
 from sanlab.models.simulate import Settings, simulate
-from sanlab.models.uncertainty import Z95, log_iops_sigma, without_parameters
+from sanlab.models.uncertainty import Z95, Widths, unpinned_sigma, widths
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.registry import DEFAULT_RDMA_FABRIC, FABRICS, PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.results.records import ResultRecord
@@ -141,15 +142,17 @@ class Figures:
 
 
 def projected_record(
-    point: Point, net: Network, figures: Figures, seed: int, sigma: float | None = None
+    point: Point, net: Network, figures: Figures, seed: int, sigma: float | Widths | None = None
 ) -> ResultRecord:
     """The record of a projected point; IOPS (and its interval) never exceed the analytic wire bound.
 
     The estimate is a batch mean (or an MVA answer), so when the link itself is
     the bottleneck it could land a hair past the bound; it is clipped to the
     bound, which is a hard physical fact, not a fitted value.  ``sigma`` is
-    the spread of log IOPS that the calibration leaves open
-    (``uncertainty.log_iops_sigma``): it becomes the record's 95 % range.
+    what the calibration leaves open: the range's half-widths
+    (``uncertainty.widths``), or a spread of log IOPS (``without_parameters``)
+    that, where no fitted row shares the point's regime, also carries the
+    error the model showed on such points.  It becomes the record's 95 % range.
     """
     bound = net.bound_iops
     iops = min(figures.iops, bound)
@@ -157,10 +160,12 @@ def projected_record(
     if figures.iops_ci95:
         low, high = figures.iops_ci95
         interval = (round(min(low, bound), 1), round(min(high, bound), 1))
-    spread = None
-    if sigma is not None:
-        factor = math.exp(Z95 * sigma)
-        spread = (round(iops / factor, 1), round(min(iops * factor, bound), 1))
+    regime = kind_of(figures.bottleneck)
+    fitted = pinned(key_of(figures.bottleneck, point.transport, point.rw))
+    if isinstance(sigma, float):
+        half = Z95 * math.hypot(sigma, unpinned_sigma() if fitted is False else 0.0)
+        sigma = Widths(half, half)
+    spread = sigma.around(iops, bound) if sigma is not None else None
     busiest = max(net.wire.wire_out, net.wire.wire_in) * net.split
     bw_mibps = round(iops * point.bs / 2**20, 2)
     machine, backend = point_facts(point, net.mtu)
@@ -188,6 +193,8 @@ def projected_record(
         bound=round(bound, 1) if bound != float("inf") else None,
         iops_ci95=interval,
         iops_range95=spread,
+        regime=regime,
+        regime_fitted=fitted,
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
         note=past(point, bw_mibps),
@@ -210,8 +217,10 @@ def project_point(
     net = build(point, profile)
     sim = simulate(net, cfg)
     figures = Figures(sim.iops, sim.lat_mean_us, sim.lat_p99_us, sim.cpu_pct, sim.bottleneck, sim.iops_ci95)
-    sigma = log_iops_sigma(point, profile) if parameter_range else without_parameters()
-    return projected_record(point, net, figures, cfg.seed, sigma)
+    fitted = pinned(key_of(sim.bottleneck, point.transport, point.rw))
+    iops = min(sim.iops, net.bound_iops)
+    spread = widths(point, profile, iops, fitted, parameter_range)
+    return projected_record(point, net, figures, cfg.seed, spread)
 
 
 def project(

@@ -51,13 +51,17 @@ def kind_of(bottleneck: str | None) -> str:
     return name
 
 
-def regime_key(kind: str, transport: str) -> str:
-    """'cpu nvme-rdma', 'link': a kind, with the transport where the kind's physics is its own."""
-    return f"{kind} {transport}" if kind in PER_TRANSPORT else kind
+def regime_key(kind: str, transport: str, rw: str) -> str:
+    """'cpu nvme-rdma write', 'link': a kind, with the transport and the data's direction where
+    the kind's physics is the transport's own (a write's data cross the other way, may wait for
+    an R2T, and meet the drive's write path)."""
+    if kind not in PER_TRANSPORT:
+        return kind
+    return f"{kind} {transport} {'read' if 'read' in rw else 'write'}"
 
 
-def key_of(bottleneck: str | None, transport: str) -> str:
-    return regime_key(kind_of(bottleneck), transport)
+def key_of(bottleneck: str | None, transport: str, rw: str) -> str:
+    return regime_key(kind_of(bottleneck), transport, rw)
 
 
 def count(keys: Iterable[str]) -> dict[str, int]:

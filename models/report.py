@@ -80,11 +80,12 @@ def text_table(cells: Sequence[Cell], title: str, wide: bool = False) -> str:
     label = 22 if wide else max(6, min(22, max((len(c.label) for c in cells), default=6)))
     head = f"{'set-up':<{label}} {'rw':<9} {'bs':>4} {'jobs':>4} {'qd':>3} {'IOPS':>9}"
     if wide:
-        head += f" {'MiB/s':>8} {'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'IOPS 95% range':>17}"
+        head += f" {'MiB/s':>8} {'lat us':>8} {'p99 us':>8} {'bottleneck':<14} {'regime':<12}"
+        head += f" {'IOPS 95% range':>17}"
         head += f" {'cpu ini':>7} {'cpu tgt':>7}" if cpu else ""
     else:
         head += f" {'lat us':>7}" + (f" {'cpu i/t%':>8}" if cpu else "")
-        head += f" {'bottleneck':<14} {'95% range':>11}"
+        head += f" {'bottleneck':<14}   {'95% range':>11}"
     head += f" {'published':>10} {'err':>7}" if compare else ""
     head += f" {'lat err':>8}" if latency else ""
     out = io.StringIO()
@@ -140,7 +141,7 @@ def _row(c: Cell, label: int, wide: bool, cpu: bool, compare: bool, latency: boo
     if wide:
         line += (
             f" {r.bw_mibps or 0:>8,.0f} {r.lat_mean_us or 0:>8.1f} {r.lat_p99_us or 0:>8.1f}"
-            f" {r.bottleneck or '':<14} {_range(r.iops_range95):>17}"
+            f" {r.bottleneck or '':<14} {_regime(r):<12} {_range(r.iops_range95):>17}"
         )
         if cpu:
             line += f" {_percent(r.cpu_initiator_pct):>7} {_percent(r.cpu_target_pct):>7}"
@@ -149,7 +150,7 @@ def _row(c: Cell, label: int, wide: bool, cpu: bool, compare: bool, latency: boo
         if cpu:
             both = f"{_number(r.cpu_initiator_pct)}/{_number(r.cpu_target_pct)}"
             line += f" {both:>8}"
-        line += f" {r.bottleneck or '':<14} {_range(r.iops_range95):>11}"
+        line += f" {r.bottleneck or '':<14} {_unfitted(r):1} {_range(r.iops_range95):>11}"
     if compare:
         error = f"{100 * c.iops_error:+.1f}%" if c.measured and c.iops_error is not None else "-"
         published = f"{c.measured.iops:,.0f}" + ("!" if outside_range(c) else " ") if c.measured else "- "
@@ -158,6 +159,16 @@ def _row(c: Cell, label: int, wide: bool, cpu: bool, compare: bool, latency: boo
         lat = c.latency_error
         line += f" {f'{100 * lat:+.1f}%' if lat is not None else '-':>8}"
     return line
+
+
+def _unfitted(record: ResultRecord) -> str:
+    """'?' where no row the model was fitted to was bound the way this point is."""
+    return "?" if record.regime_fitted is False else ""
+
+
+def _regime(record: ResultRecord) -> str:
+    """'cpu', 'nic-message?': the kind of limit that binds the point, '?' if no fitted row is."""
+    return f"{record.regime or '-'}{_unfitted(record)}"
 
 
 def _percent(value: float | None) -> str:
@@ -186,6 +197,17 @@ def _legend(wide: bool, cpu: bool, compare: bool, latency: bool) -> str:
         "bottleneck: the resource more than half busy (*-cpu: a host's CPU, *-net: a TCP stack per packet,"
         " link-in/out: the wire into/out of the initiator, device: the drive), else 'latency': too few I/Os"
         " in flight to fill one"
+    )
+    parts.append(
+        "regime: the kind of limit that binds (cpu for *-cpu and *-net, link for the wire, nic-message,"
+        " pcie, device, latency)"
+        if wide
+        else "the regime is the bottleneck's kind (cpu for *-cpu and *-net, link for the wire, nic-message,"
+        " pcie, device, latency)"
+    )
+    parts.append(
+        "'?': no row the model was fitted to was bound that way, so its range also spans what the data"
+        " leave open"
     )
     parts.append("95% range: the IOPS the fitted parameters and the model's own error leave open")
     if compare:
@@ -248,6 +270,8 @@ def csv_text(cells: Sequence[Cell]) -> str:
             "cpu_target_pct",
             "cpu_initiator_pct",
             "bottleneck",
+            "regime",
+            "regime_fitted",
             "bound_iops",
             "published_iops",
             "iops_error_pct",
@@ -281,6 +305,8 @@ def csv_text(cells: Sequence[Cell]) -> str:
                 r.cpu_target_pct,
                 r.cpu_initiator_pct,
                 r.bottleneck,
+                r.regime,
+                "" if r.regime_fitted is None else str(r.regime_fitted).lower(),
                 r.bound,
                 m.iops if m else "",
                 f"{100 * err:.2f}" if err is not None else "",

@@ -26,8 +26,10 @@ cross-validation reports how often unseen published cells fall inside.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +56,9 @@ class Posterior:
     # The model's own error: standard deviation of log IOPS that the fitted cells miss
     # by beyond the parameters' spread (0.0 in a fit written before it was measured).
     model_sigma: float = 0.0
+    # The model's error where no fitted row shares a point's regime, as cross-validation measured
+    # it on cells whose regime their split's training rows did not hold (0.0: not measured).
+    unpinned_sigma: float = 0.0
 
 
 _POSTERIOR: dict[str, Posterior | None] = {}
@@ -82,8 +87,9 @@ def _read_posterior() -> Posterior | None:
         fitted = read_yaml(fit_path(profile_path(study))) or {}
         values |= {f"{study}.{k}": float(v) for k, v in fitted.get("parameters", {}).items()}
     rows = [[math.nan if v is None else float(v) for v in row] for row in posterior["log_covariance"]]
-    model_sigma = float((stacks.get("model_error") or {}).get("log_sigma", 0.0))
-    return Posterior(names, values, np.array(rows), model_sigma)
+    error = stacks.get("model_error") or {}
+    model_sigma, unpinned = float(error.get("log_sigma", 0.0)), float(error.get("unpinned_log_sigma", 0.0))
+    return Posterior(names, values, np.array(rows), model_sigma, unpinned)
 
 
 def _same(a: Any, b: float) -> bool:
@@ -166,6 +172,13 @@ def without_parameters() -> float | None:
     return None if posterior is None else total_sigma(0.0, posterior.model_sigma)
 
 
+def unpinned_sigma() -> float:
+    """The error cross-validation showed on points whose regime no training row shared (0.0:
+    no posterior, or a fit written before it was measured)."""
+    posterior = load_posterior()
+    return 0.0 if posterior is None else posterior.unpinned_sigma
+
+
 def parameter_sigma(point: Point, profile: Profile, posterior: Posterior) -> float:
     """Standard deviation of the point's log IOPS from what the tables leave open (gᵀ Σ g)."""
     base_data = profile.model_dump(mode="json")
@@ -176,3 +189,191 @@ def parameter_sigma(point: Point, profile: Profile, posterior: Posterior) -> flo
         if touch(data, name, posterior.values[name], math.exp(STEP)):
             slopes[i] = (math.log(mva_iops(point, Profile.model_validate(data))) - base) / STEP
     return spread(slopes, posterior.covariance)
+
+
+# --- The range: limits that could bind inside it, and physics the data leave open --------------
+
+
+@dataclass(frozen=True)
+class Solved:
+    """One point's analytic answer as a range reads it: log IOPS (capped by the wire), and the
+    log of the IOPS each limit allows it (the wire, the slot, the NIC's messages, each host's
+    cores, the drive)."""
+
+    log_iops: float
+    limits: dict[str, float]  # desk (or "wire") -> log of the IOPS it allows
+
+
+def solved(point: Point, profile: Profile) -> Solved:
+    """The point's analytic IOPS and the cap each desk puts on it: its servers over its demand
+    (the desks ``limits.caps`` groups by kind), and the wire's bound.  Desk by desk, not the
+    lowest of each kind: a target's CPU above the initiator's, at a cost no row pins, can fall
+    below it within what the data allow."""
+    net = build(point, profile)
+    iops = min(mva.solve(net).iops, net.bound_iops)
+    limits = {
+        s.name: math.log(s.servers / s.demand_us * 1e6 / net.split)
+        for s in net.stations
+        if s.kind == "queue" and s.demand_us > 0
+    }
+    if 0 < net.bound_iops < math.inf:
+        limits["wire"] = math.log(net.bound_iops)
+    return Solved(math.log(iops), limits)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """What a point's 95 % range is made of, in log IOPS, before the model's own error.
+
+    ``sigma``: the parameters' spread at the point (gᵀ Σ g) with the solver's
+    floor.  First order is blind at a kink: a point the wire bounds has no
+    slope to a CPU cost, though a CPU cost the data allow could bind below
+    the wire.  So each desk is a limit of its own (``limits``: its headroom,
+    log capacity over the point's log IOPS, and its capacity's spread); where
+    a limit's low end falls inside the range, the range reaches down to it.
+    ``ceiling``: the wire's bound over the point, which no IOPS passes.
+    ``shift_low``/``shift_high``: how far the physics candidates the data
+    leave open move the point (``candidate_shifts``); zero where a fitted row
+    shares the point's regime, since the fit then chose among them.
+    """
+
+    sigma: float
+    limits: tuple[tuple[float, float], ...] = ()
+    ceiling: float = math.inf
+    shift_low: float = 0.0
+    shift_high: float = 0.0
+
+    def half_widths(self, model_sigma: float) -> tuple[float, float]:
+        """The range's log half-widths below and above the point, the model's own error counted
+        in quadrature at the point and at each limit."""
+        centre = Z95 * math.hypot(self.sigma, model_sigma)
+        low = centre
+        for headroom, sigma in self.limits:
+            low = max(low, Z95 * math.hypot(sigma, model_sigma) - headroom)
+        high = min(math.hypot(centre, self.shift_high), self.ceiling)
+        return math.hypot(low, self.shift_low), max(0.0, high)
+
+
+def spread_from(
+    base: Solved,
+    moved: Sequence[Solved | None],
+    covariance: np.ndarray,
+    log_iops: float | None = None,
+    ceiling: float = math.inf,
+) -> Spread:
+    """A point's spread from its solution at the fit (``base``) and with each parameter stepped
+    by ``STEP`` (``moved``, in the posterior's order; None where the parameter does not touch
+    the point).  ``log_iops`` is the point's projected IOPS (the simulator's): the limits'
+    headroom is over it."""
+    centre = base.log_iops if log_iops is None else log_iops
+
+    def sigma_of(read: Callable[[Solved], float]) -> float:
+        start = read(base)
+        slopes = np.array([0.0 if m is None else (read(m) - start) / STEP for m in moved])
+        return math.hypot(spread(slopes, covariance), SOLVER_FLOOR)
+
+    limits = tuple((cap - centre, sigma_of(_limit_reader(name, cap))) for name, cap in base.limits.items())
+    return Spread(sigma_of(lambda s: s.log_iops), limits, ceiling)
+
+
+def _limit_reader(name: str, cap: float) -> Callable[[Solved], float]:
+    return lambda s: s.limits.get(name, cap)
+
+
+def point_spread(point: Point, profile: Profile, posterior: Posterior, log_iops: float) -> Spread:
+    """The spread of a projected point (``log_iops``: the simulator's) under the committed fit:
+    one analytic solution per fitted parameter that touches its profile."""
+    base_data = profile.model_dump(mode="json")
+    moved: list[Solved | None] = []
+    for name in posterior.names:
+        data = copy.deepcopy(base_data)
+        hit = touch(data, name, posterior.values[name], math.exp(STEP))
+        moved.append(solved(point, Profile.model_validate(data)) if hit else None)
+    return spread_from(solved(point, profile), moved, posterior.covariance, log_iops)
+
+
+# Physics the published rows leave open, as alternatives to the profile's own figures: each
+# field's values are set wherever the field sits in the profile's data (a profile without it is
+# not moved), and every combination is tried.  Where no fitted row shares a point's regime the
+# fit cannot have chosen among them, so the range spans them.
+VARIANTS: dict[str, tuple[float, ...]] = {
+    # Interrupt moderation off, or at mlx5e's default rx-usecs, 16 µs
+    # (MLX5E_PARAMS_DEFAULT_RX_CQ_MODERATION_USEC, drivers/net/ethernet/mellanox/mlx5/core/en.h).
+    "irq_coalesce_us": (0.0, 16.0),
+    # A sleeping core woken from C1E rather than C1: 10 µs to exit it against 2 (intel_idle's
+    # skx_cstates, drivers/idle/intel_idle.c; C1E's 20 µs target residency is shorter than the
+    # wait of a QD 1 I/O, so the governor may take it between two).
+    "wakeup_us": (10.0,),
+}
+
+
+def _set_everywhere(node: Any, field: str, value: float) -> bool:
+    """Set ``field`` to ``value`` wherever it sits in ``node``; whether anything changed."""
+    changed = False
+    if isinstance(node, dict):
+        for key, item in node.items():
+            if key == field and isinstance(item, int | float) and not _same(item, value):
+                node[key] = value
+                changed = True
+            else:
+                changed = _set_everywhere(item, field, value) or changed
+    elif isinstance(node, list):
+        for item in node:
+            changed = _set_everywhere(item, field, value) or changed
+    return changed
+
+
+def candidate_shifts(point: Point, profile: Profile) -> tuple[float, float]:
+    """How far below and above the fitted model the physics candidates (``VARIANTS``, every
+    combination) put the point's analytic log IOPS: the spread of what the data leave open."""
+    base = math.log(mva_iops(point, profile))
+    data = profile.model_dump(mode="json")
+    low = high = 0.0
+    choices = [[(field, v) for v in (None, *values)] for field, values in VARIANTS.items()]
+    for combination in itertools.product(*choices):
+        changed = copy.deepcopy(data)
+        moved = [_set_everywhere(changed, field, v) for field, v in combination if v is not None]
+        if any(moved):
+            shift = math.log(mva_iops(point, Profile.model_validate(changed))) - base
+            low, high = max(low, -shift), max(high, shift)
+    return low, high
+
+
+@dataclass(frozen=True)
+class Widths:
+    """A range's log half-widths below and above the projected IOPS."""
+
+    low: float
+    high: float
+
+    def around(self, iops: float, bound: float) -> tuple[float, float]:
+        """The range about ``iops``, never past the wire's ``bound``."""
+        return round(iops * math.exp(-self.low), 1), round(min(iops * math.exp(self.high), bound), 1)
+
+
+def own_error(posterior: Posterior, fitted: bool | None) -> float:
+    """The model's own error at a point: as the fitted rows measure it, and where none of them
+    shares the point's regime, with the error cross-validation showed on such points too."""
+    if fitted is False:
+        return math.hypot(posterior.model_sigma, posterior.unpinned_sigma)
+    return posterior.model_sigma
+
+
+def widths(
+    point: Point, profile: Profile, iops: float, fitted: bool | None, parameters: bool = True
+) -> Widths | None:
+    """The 95 % range's half-widths at a projected point (None: no posterior).  ``fitted``:
+    whether a fitted row shares its regime (models/regimes.py); ``parameters``: whether to
+    work out the parameters' term and the limits (a solve per parameter; sweeps do not)."""
+    posterior = load_posterior()
+    if posterior is None:
+        return None
+    error = own_error(posterior, fitted)
+    if not parameters:
+        half = Z95 * total_sigma(0.0, error)
+        return Widths(half, half)
+    spread = point_spread(point, profile, posterior, math.log(iops))
+    if fitted is False:
+        low, high = candidate_shifts(point, profile)
+        spread = replace(spread, shift_low=low, shift_high=high)
+    return Widths(*spread.half_widths(error))

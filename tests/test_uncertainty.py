@@ -1,17 +1,33 @@
 """Projections carry what the calibration leaves open: an IOPS range from the fit's posterior,
-the solver's floor and the model's own error."""
+the solver's floor and the model's own error; a range no limit could bind inside of; and a
+regime, named, with whether any fitted row shares it (issue #46 item 4)."""
 
 from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 
 import pytest
 
 from sanlab.models.network import Point
 from sanlab.models.profile import load_profile
 from sanlab.models.project import project_point
-from sanlab.models.uncertainty import Z95, load_posterior, log_iops_sigma, parameter_sigma, total_sigma, touch
+from sanlab.models.regimes import KINDS, fitted_regimes, key_of, kind_of
+from sanlab.models.report import Cell, text_table
+from sanlab.models.uncertainty import (
+    SOLVER_FLOOR,
+    Z95,
+    candidate_shifts,
+    load_posterior,
+    log_iops_sigma,
+    own_error,
+    parameter_sigma,
+    point_spread,
+    total_sigma,
+    touch,
+    widths,
+)
 
 ONE_JOB = Point("iser", "roce", 100, "randread", 4096, 32, 1)
 
@@ -48,7 +64,7 @@ def test_a_link_bound_point_carries_only_the_floor_and_the_models_own_error():
     assert record.bottleneck == "link-in" and record.iops_range95 is not None
     low, high = record.iops_range95
     assert low < record.iops == high <= (record.bound or 0)
-    expected = math.exp(Z95 * total_sigma(0.0, posterior.model_sigma))
+    expected = math.exp(Z95 * total_sigma(0.0, own_error(posterior, record.regime_fitted)))
     assert record.iops / low == pytest.approx(expected, rel=1e-3)
 
 
@@ -66,3 +82,77 @@ def test_a_point_bound_by_an_unpinned_cost_carries_a_wider_range_than_one_bound_
     assert record.iops_range95 is not None
     low, high = record.iops_range95
     assert low < record.iops < high
+
+
+# NVMe/RDMA at 512 B, 56 jobs on 56 cores a host: the issue's example of a range clipped at the wire.
+SMALL_ON_MANY = Point("nvme-rdma", "roce", 100, "randread", 512, 32, 56, backend="null", cores=56)
+
+
+@pytest.mark.parametrize("point", [SMALL_ON_MANY, replace(SMALL_ON_MANY, cores=None), ONE_JOB])
+def test_no_limit_the_data_allow_could_bind_below_the_range(point):
+    """Whatever binds the point, each kind of limit (the wire, the slot, the NIC's messages, the
+    cores, the drive) whose cap the fitted parameters allow to fall inside the range is inside
+    it: the range's low end is at or below every limit's 95 % low end."""
+    posterior = load_posterior()
+    assert posterior is not None
+    profile = load_profile(point.profile)
+    record = project_point(point)
+    assert record.iops_range95 is not None and record.iops is not None
+    error = own_error(posterior, record.regime_fitted)
+    spread = point_spread(point, profile, posterior, math.log(record.iops))
+    assert spread.limits  # the limits are read, not assumed
+    for headroom, sigma in spread.limits:
+        limit_low = record.iops * math.exp(headroom - Z95 * math.hypot(sigma, error))
+        assert record.iops_range95[0] <= limit_low * (1 + 1e-3), (headroom, sigma)
+
+
+def test_every_record_names_its_regime_and_whether_a_fitted_row_shares_it():
+    """The regime is the binding desk's kind; 'fitted' is whether the committed fit recorded a
+    row of that regime (stacks.fit.yaml's ``regimes``), read, not assumed."""
+    fitted = fitted_regimes()
+    assert fitted, "stacks.fit.yaml records no regimes: run sanlab calibrate --write"
+    assert all(key.split()[0] in KINDS for key in fitted)
+    for point in (SMALL_ON_MANY, ONE_JOB, Point("nvme-rdma", "roce", 100, "randread", 65536, 32, 8)):
+        record = project_point(point)
+        assert record.regime == kind_of(record.bottleneck) and record.regime in KINDS
+        assert record.regime_fitted == (key_of(record.bottleneck, point.transport, point.rw) in fitted)
+
+
+def test_where_no_fitted_row_shares_the_regime_the_range_is_wider():
+    """The same point, read as unpinned, carries the error cross-validation showed on unpinned
+    cells and the physics candidates' spread (at QD 1: interrupt moderation, a core woken from
+    C1E): never narrower, and wider below."""
+    posterior = load_posterior()
+    assert posterior is not None and posterior.unpinned_sigma >= 0
+    point = replace(ONE_JOB, iodepth=1)
+    profile = load_profile(point.profile)
+    iops = project_point(point).iops or 0.0
+    pinned, free = widths(point, profile, iops, True), widths(point, profile, iops, False)
+    assert pinned is not None and free is not None
+    assert free.low > pinned.low and free.high >= pinned.high
+    assert own_error(posterior, False) == pytest.approx(
+        math.hypot(posterior.model_sigma, posterior.unpinned_sigma)
+    )
+
+
+def test_interrupt_moderation_is_a_candidate_at_qd1_and_not_under_load_bound_by_the_wire():
+    """At QD 1 an interrupt's coalescing delay is in every I/O's wait; a point the wire bounds
+    does not feel it."""
+    qd1 = replace(ONE_JOB, iodepth=1)
+    low, high = candidate_shifts(qd1, load_profile(qd1.profile))
+    assert low > 0.0 or high > 0.0
+    wire = Point("nvme-rdma", "roce", 100, "randread", 65536, 32, 8)
+    assert candidate_shifts(wire, load_profile(wire.profile)) == pytest.approx((0.0, 0.0), abs=SOLVER_FLOOR)
+
+
+def test_the_table_prints_the_regime_and_marks_one_no_fitted_row_shares():
+    """Narrow: a '?' after the bottleneck where no fitted row shares the regime; wide: the regime."""
+    record = project_point(SMALL_ON_MANY)
+    unfitted = record.model_copy(update={"regime_fitted": False})
+    fitted = record.model_copy(update={"regime_fitted": True})
+    narrow = text_table([Cell("a", unfitted, None), Cell("b", fitted, None)], "t").splitlines()
+    rows = {line.split()[0]: line for line in narrow if line[:2] in ("a ", "b ")}
+    assert f"{record.bottleneck:<14} ?" in rows["a"] and "?" not in rows["b"]
+    assert max(len(line) for line in narrow) <= 120
+    wide = text_table([Cell("a", unfitted, None)], "t", wide=True)
+    assert "regime" in wide and f"{record.regime}?" in wide

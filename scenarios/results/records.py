@@ -132,6 +132,11 @@ class ResultRecord(BaseModel):
     # fitted parameters' posterior) and the model's own error, measured in
     # cross-validation - not from simulation noise.
     iops_range95: tuple[float, float] | None = None
+    # The kind of limit that binds the point (link, pcie, nic-message, cpu, device, or latency
+    # when none is half busy: models/regimes.py), and whether any row the model was fitted to
+    # was bound the same way (None: the fit does not say); where none was, the range widens.
+    regime: str | None = None
+    regime_fitted: bool | None = None
     seed: int | None = None
     # Incast: how many initiators share the target's port.  Set on the
     # aggregate of an emulated point (IOPS and bandwidth are the sum of the
