@@ -23,6 +23,7 @@ PAGES = {
     "lab3": "labs/nvme-tcp-rdma.html",
     "lab6": "labs/project-100g.html",
     "model": "model.html",
+    "debugging": "debugging.html",
 }
 # (width, height): tall windows, so the pictures below the first screen are in the shot too.
 SIZES = ((1280, 3600), (390, 6400))

@@ -9,6 +9,7 @@ another secret, and the connect fails.
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -109,3 +110,53 @@ def test_no_other_golden_capture_is_taken_for_authentication():
         if pcap.stem.startswith("nvme-auth"):
             continue
         assert messages(pcap.stem) == [], pcap.name
+
+
+def _capsule(fctype: int, cid: int, data: bytes) -> bytes:
+    """An NVMe/TCP CapsuleCmd holding a fabrics command (Authentication Send 0x05 / Receive 0x06)
+    and in-capsule data."""
+    sqe = bytes([0x7F, 0]) + cid.to_bytes(2, "little") + bytes([fctype]) + bytes(59)
+    return bytes([4, 0, 72, 72 if data else 0]) + (72 + len(data)).to_bytes(4, "little") + sqe + data
+
+
+def _c2h(cid: int, data: bytes) -> bytes:
+    header = cid.to_bytes(2, "little") + bytes(6) + len(data).to_bytes(4, "little") + bytes(4)
+    return bytes([7, 0x0C, 24, 24]) + (24 + len(data)).to_bytes(4, "little") + header + data
+
+
+def test_hand_built_messages_decode_and_corrupted_ones_never_raise_lua_errors(tmp_path):
+    """Every message kind, whole, then truncated and corrupted at random: decoded or left alone
+    or marked short, never a Lua error; a Success2 and a Failure2 (host to controller) too."""
+    import random
+
+    from pcapgen import TcpStream, write_pcap
+
+    challenge = bytes([1, 1, 0, 0, 7, 0, 48, 0, 2, 1]) + (256).to_bytes(2, "little") + bytes(4)
+    challenge += bytes(range(48)) + bytes(256)  # SHA-384, ffdhe2048, a DH value
+    success2 = bytes([1, 4, 0, 0, 7, 0]) + bytes(10)
+    failure2 = bytes([0, 0xF0, 0, 0, 7, 0, 1, 5])  # the host: DH group not usable
+    rng = random.Random(52)
+    s = TcpStream(40052, 4420)
+    frames = [s.send(_capsule(0x06, 1, b"")), s.send(_c2h(1, challenge), from_client=False)]
+    frames += [s.send(_capsule(0x05, 2, success2)), s.send(_capsule(0x05, 3, failure2))]
+    for cid in range(4, 154):
+        cut = challenge[: rng.randint(1, len(challenge))]
+        noisy = bytearray(cut)
+        for _ in range(rng.randint(0, 6)):
+            noisy[rng.randrange(len(noisy))] = rng.randrange(256)
+        frames += [s.send(_capsule(0x06, cid, b"")), s.send(_c2h(cid, bytes(noisy)), from_client=False)]
+    pcap = write_pcap(tmp_path / "auth.pcap", frames)
+    out = subprocess.run(
+        [require_tool("tshark"), *tshark_args(), "-r", str(pcap), "-V"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0 and "Lua Error" not in out.stdout and "Lua Error" not in out.stderr
+    assert (
+        "Hash (HASHID): SHA-384 (0x02)" in out.stdout and "DH group (DHGID): ffdhe2048 (0x01)" in out.stdout
+    )
+    assert "DH value length (DHVLEN): 256" in out.stdout
+    assert "DH-HMAC-CHAP_Success2" in out.stdout and "authenticated" in out.stdout
+    assert "the host refused the controller: DH group not usable" in out.stdout
+    assert re.search(r"Expert Info \(Error/Malformed\): needs \d+ bytes, has \d+", out.stdout)  # said
