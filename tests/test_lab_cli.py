@@ -16,7 +16,7 @@ import yaml
 from sanlab.emulator.lab_state import labs_root, left_over, new_run_dir
 from sanlab.emulator.processes import pid_alive
 from sanlab.scenarios.errors import SanlabError
-from support import INTERRUPTIBLE, SCENARIOS
+from support import INTERRUPTIBLE, SCENARIOS, sanlab_here
 
 
 def sanlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -117,16 +117,35 @@ def _a_guest_whose_kernel_panicked_is_named_with_its_oops(lab: str, listed: str)
     assert "the whole oops is in target.console.log" in said, said
 
 
-@pytest.mark.parametrize("name", ["", "/tmp", "../x", "a/b", "-x", "UPPER", "x" * 40, "a b", "$(id)"])
-@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
-def test_a_lab_name_is_a_name_never_a_path(tmp_path, name):
+# The CLI's answer to a bad name or state file, checked in this process (click's runner: the
+# same code, no interpreter start); a few cases still go through a real process, for what
+# only a process shows (its exit status, a real stderr, a refusal before any QEMU starts).
+LAB_NAMES = ["", "/tmp", "../x", "a/b", "-x", "UPPER", "x" * 40, "a b", "$(id)"]
+NAMES_AS_PROCESS = ["/tmp", "$(id)"]
+
+
+def _here_or_process(values: list[str], as_process: list[str]) -> list:
+    here = [pytest.param(v, False, id=v) for v in values]
+    return here + [pytest.param(v, True, id=f"{v}-process", marks=pytest.mark.subprocess) for v in as_process]
+
+
+def _lab_cli(as_process: bool):
+    """``sanlab ARGS``: a real process, or this one (click's runner) answering alike."""
+    if as_process:
+        return sanlab
+    return lambda *args, timeout=None: sanlab_here(*args)
+
+
+@pytest.mark.parametrize(("name", "as_process"), _here_or_process(LAB_NAMES, NAMES_AS_PROCESS))
+def test_a_lab_name_is_a_name_never_a_path(tmp_path, name, as_process):
     """The path of an existing folder as --name: refused, and its files untouched."""
     keep = tmp_path / "precious"
     keep.mkdir()
     for i in range(5):
         (keep / f"file{i}").write_text("mine")
     given = str(keep) if name == "/tmp" else name
-    result = sanlab("lab", "up", str(SCENARIOS / "pair-rxe.yaml"), "--name", given, timeout=60)
+    run = _lab_cli(as_process)
+    result = run("lab", "up", str(SCENARIOS / "pair-rxe.yaml"), "--name", given, timeout=60)
     assert result.returncode == 1 and "is not allowed" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(p.name for p in keep.iterdir()) == [f"file{i}" for i in range(5)]
@@ -150,15 +169,15 @@ def _fake_lab(monkeypatch, tmp_path, name: str, state: str) -> None:
 CORRUPT_STATES = ["{not json", "", "[]", '{"hosts": 3}', '{"hosts": {"initiator": {"pid": "x"}}}']
 
 
-@pytest.mark.parametrize("state", CORRUPT_STATES)
-@pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
-def test_a_corrupt_state_file_is_an_error_not_a_traceback(monkeypatch, tmp_path, state):
+@pytest.mark.parametrize(("state", "as_process"), _here_or_process(CORRUPT_STATES, ["{not json"]))
+def test_a_corrupt_state_file_is_an_error_not_a_traceback(monkeypatch, tmp_path, state, as_process):
     _fake_lab(monkeypatch, tmp_path, "broken", state)
+    run = _lab_cli(as_process)
     for args in (["list"], ["exec", "broken", "initiator", "--", "true"], ["console", "nosuch", "initiator"]):
-        result = sanlab("lab", *args, timeout=30)
+        result = run("lab", *args, timeout=30)
         assert "Traceback" not in result.stderr, (args, result.stderr)
         assert result.returncode in (0, 1) and (result.returncode == 0) == (args == ["list"])
-    down = sanlab("lab", "down", "broken", timeout=30)
+    down = run("lab", "down", "broken", timeout=30)
     assert down.returncode == 0 and not (labs_root() / "broken" / "state.json").exists()
 
 
