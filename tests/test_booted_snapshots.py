@@ -10,7 +10,10 @@ and change QEMU's version in its key, and the lab comes up each time.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -127,13 +130,16 @@ def test_two_guests_of_one_snapshot_are_each_themselves(guest_image):
 
 
 @pytest.mark.vm
-def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_image, monkeypatch):
+def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_image, monkeypatch, short_dir):
     scenario = _pair()
     lines: list[str] = []
     with running_lab(scenario, "test-snap-warm", lines.append, keep_logs=False) as lab:
         image = lab.vms["initiator"].image  # the guest's own ($SANLAB_GUEST may name another)
         key = snapshots.snapshot_key(image, lab.vms["initiator"].qemu, _shape_of(lab))
-    ram = snapshots.snapshots_dir() / key / snapshots.RAM_FILE
+    # The shared snapshot stays whole: labs of the other test worker restore it meanwhile, and
+    # a garbled one would cost them (and the next tests) a cold boot and a save.  The test's own
+    # folder holds the same snapshot, garbled, and later the foreign QEMU's.
+    ram = _private_copy(snapshots.snapshots_dir() / key, short_dir, monkeypatch)
     with ram.open("r+b") as handle:  # the migration stream's header, garbled
         handle.write(b"\xff" * 4096)
     lines.clear()
@@ -149,22 +155,38 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
         assert lab.vms["initiator"].run("hostname", timeout=30).check().stdout.strip() == "initiator"
     assert sum("once to save it" in line for line in lines) == 1, lines
     other = snapshots.snapshot_key(image, "qemu", _shape_of(lab))
-    assert other != key
-    _remove_snapshot(other)
+    assert other != key and (short_dir / other / snapshots.MANIFEST).is_file(), lines
+
+
+@pytest.fixture
+def short_dir():
+    """A folder of the test's own with a short path: a snapshot being saved holds the template's
+    sockets, and a unix socket's path has at most 107 bytes (tmp_path's are too long).  Removed
+    with what the test put there."""
+    folder = Path(tempfile.mkdtemp(prefix="sanlab-snap-"))
+    yield folder
+    shutil.rmtree(folder)
+
+
+def _private_copy(shared: Path, private: Path, monkeypatch) -> Path:
+    """``shared`` (a snapshot folder) copied into ``private``, which becomes where snapshots are
+    looked for and saved; the copy's RAM file.  Its first 64 MiB are copied and the rest left a
+    hole of the same length: the header is what a restore reads first, and what the test garbles."""
+    copy = private / shared.name
+    copy.mkdir()
+    (copy / snapshots.MANIFEST).write_bytes((shared / snapshots.MANIFEST).read_bytes())
+    ram = copy / snapshots.RAM_FILE
+    with (shared / snapshots.RAM_FILE).open("rb") as source, ram.open("wb") as target:
+        target.write(source.read(64 << 20))
+        target.truncate(os.fstat(source.fileno()).st_size)
+    monkeypatch.setattr(snapshots, "snapshots_dir", lambda: private)
+    return ram
 
 
 def _shape_of(lab) -> snapshots.Shape:
     shape = snapshots.shape_of(lab.blueprint.specs["initiator"], lab.accel)
     assert shape is not None
     return shape
-
-
-def _remove_snapshot(key: str) -> None:
-    """The test's own snapshot (of a QEMU that does not exist): removed, file by file."""
-    folder = snapshots.snapshots_dir() / key
-    for name in (snapshots.RAM_FILE, snapshots.MANIFEST):
-        (folder / name).unlink(missing_ok=True)
-    folder.rmdir()
 
 
 # --- images clean: only what sanlab saved ------------------------------------------------
