@@ -129,7 +129,11 @@ def test_siw_ends_a_connection_with_a_reset_not_a_fin(pair):
     wait_until(target, "rdma resource show cm_id | grep -q 'LISTEN.*rping'")
     initiator.run(f"rping -c -a {server_ip} -C 3", timeout=120).check()
     time.sleep(1)  # the last segments reach tcpdump
-    initiator.run(f"kill -INT {dump}; while kill -0 {dump} 2>/dev/null; do sleep 0.1; done", timeout=30)
+    # Until tcpdump has written its file and exited.  SIGTERM, not SIGINT, which what the agent
+    # spawns ignores; and not ``kill -0`` to wait: the agent reaps what it spawned only at its
+    # next command, and a zombie answers kill -0.  (This waited out its 30 s, unchecked.)
+    running = f"grep -qs '^State:[[:space:]]*[^Z[:space:]]' /proc/{dump}/status"
+    initiator.run(f"kill -TERM {dump}; while {running}; do sleep 0.1; done", timeout=30).check()
     flags = initiator.run("tcpdump -r /tmp/close.pcap -n", timeout=30).check().stdout
     assert "Flags [R" in flags and "Flags [F" not in flags, flags
 
