@@ -37,7 +37,7 @@ from sanlab.emulator.lab_state import new_run_dir  # noqa: E402
 from sanlab.emulator.qemu import Vm  # noqa: E402
 from sanlab.models.paths import GROUPS, host_groups, write_rows  # noqa: E402
 from sanlab.scenarios.loader import parse_scenario  # noqa: E402
-from sanlab.targets.placement import placements  # noqa: E402
+from sanlab.targets.placement import place  # noqa: E402
 from sanlab.targets.stacks import exported  # noqa: E402
 
 SHIFT = 3  # 8 ns of guest time per instruction: about the speed TCG runs at here
@@ -180,7 +180,7 @@ def measure_target(lab: Lab, transport: str, stack: str, provider: str, quick: b
                    mapping: prof.Mapping) -> list[dict[str, object]]:  # fmt: skip
     """Every cell of one target: exported once, idle baseline, then two runs per cell."""
     target = next(t for t in lab.scenario.targets if t.name == transport)
-    wire = placements(lab.scenario, target, lab.vms, lab.blueprint.endpoints)[0].wiring
+    wire = place(lab.scenario, target, lab.vms, lab.blueprint.endpoints).wiring
     ini, tgt = lab.vms["initiator"], lab.vms["target"]
     rows: list[dict[str, object]] = []
     with exported(target, transport, wire, say) as devices:

@@ -11,12 +11,16 @@ from dataclasses import dataclass, field, replace
 
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
 from sanlab.scenarios.results.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets import host_facts
 from sanlab.targets.host import Host
 from sanlab.targets.stacks import Wiring
+
+# The registry's transports that carry RDMA, read once: a placement asks per target.
+RDMA_TRANSPORTS = frozenset(name for name, kind in TRANSPORTS.items() if kind.rdma)
 
 
 @dataclass(frozen=True)
@@ -50,11 +54,9 @@ class Placement:
         }
 
 
-def placements(
-    scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints
-) -> list[Placement]:
-    """Where a target runs, once per initiator that reaches it (several behind a switch)."""
-    placed = scenario.plan.placed(target)
+def placements(placed: PlannedTarget, hosts: Mapping[str, Host], ends: Endpoints) -> list[Placement]:
+    """Where a planned target runs, once per initiator that reaches it (several behind a switch)."""
+    target = placed.target
     if placed.link is None:
         raise SanlabError(f"target on {target.host!r} has no link")
     link, lname = placed.link.link, placed.link.name
@@ -71,14 +73,14 @@ def placements(
     ]
     if not found_ends:
         raise SanlabError(f"no initiator reaches target host {target.host!r}")
-    if not TRANSPORTS[target.transport].rdma:  # plain TCP/IP, whatever else the link carries
+    if target.transport not in RDMA_TRANSPORTS:  # plain TCP/IP, whatever else the link carries
         return [Placement(wire, PLAIN_FABRIC.name, None, rate, link.mtu) for wire in found_ends]
     return [Placement(wire, link.fabric, placed.link.rdma_driver, rate, link.mtu) for wire in found_ends]
 
 
 def place(scenario: Scenario, target: Target, hosts: Mapping[str, Host], ends: Endpoints) -> Placement:
     """Where a target runs, for its first (on a cable, its only) initiator."""
-    return placements(scenario, target, hosts, ends)[0]
+    return placements(scenario.plan.placed(target), hosts, ends)[0]
 
 
 def admitting_all(wires: list[Wiring]) -> Wiring:

@@ -9,8 +9,9 @@ what runs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
@@ -38,10 +39,24 @@ class Point:
 def points(scenario: Scenario, placed: PlannedTarget) -> Iterator[Point]:
     """A target's points: each workload that applies to its transport, with the faults that
     fall on its links or on it while fio runs."""
+    return _points(scenario, placed, _faults(scenario, [placed])[0])
+
+
+def _faults(scenario: Scenario, planned: Sequence[PlannedTarget]) -> list[tuple[Fault, ...]]:
+    """What goes wrong on each target's links or on it while fio runs, in time order: the
+    scenario's faults read in one pass for all of them."""
+    found = []
+    for placed in planned:
+        hits: list[Fault] = []
+        for path in placed.paths:
+            hits += faults_on(scenario, path)
+        hits += faults_of(scenario, placed.name)
+        found.append(tuple(sorted(hits, key=attrgetter("at"))))
+    return found
+
+
+def _points(scenario: Scenario, placed: PlannedTarget, on_link: tuple[Fault, ...]) -> Iterator[Point]:
     target, name = placed.target, placed.name
-    hits = [f for path in placed.paths for f in faults_on(scenario, path)]
-    hits += faults_of(scenario, name)
-    on_link = tuple(sorted(hits, key=lambda f: f.at))
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
             continue
@@ -49,18 +64,34 @@ def points(scenario: Scenario, placed: PlannedTarget) -> Iterator[Point]:
             yield Point(target, name, workload, rw, bs, qd, nj, on_link)
 
 
+@dataclass(frozen=True)
+class TargetPoints:
+    """One target of the plan and its points, in run order."""
+
+    planned: PlannedTarget
+    points: tuple[Point, ...]
+
+
+def matrix(scenario: Scenario) -> list[TargetPoints]:
+    """The whole run's points, target by target, worked out from the scenario in one pass: what
+    runs, rehearses and counts a run reads this rather than asking the scenario again per step."""
+    planned = scenario.plan.targets
+    hits = _faults(scenario, planned)
+    return [TargetPoints(p, tuple(_points(scenario, p, h))) for p, h in zip(planned, hits, strict=True)]
+
+
 def planned_points(scenario: Scenario) -> int:
     """How many points a run of ``scenario`` will record."""
-    return sum(len(list(points(scenario, placed))) for placed in scenario.plan.targets)
+    return sum(len(work.points) for work in matrix(scenario))
 
 
 def records_per_point(scenario: Scenario) -> list[int]:
     """How many records each planned point writes, in run order: one, or one per initiator of a
     shared target and then their aggregate."""
     counts = []
-    for placed in scenario.plan.targets:
-        sharing = len(placed.initiators)
-        counts += [1 if sharing <= 1 else sharing + 1] * len(list(points(scenario, placed)))
+    for work in matrix(scenario):
+        sharing = len(work.planned.initiators)
+        counts += [1 if sharing <= 1 else sharing + 1] * len(work.points)
     return counts
 
 

@@ -28,8 +28,8 @@ from sanlab.emulator.processes import names_path, option_values
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.nvme_keys import check_dhchap_secret, check_tls_psk, interchange
+from sanlab.targets import rehearsal
 from sanlab.targets.dryrun import DryRunHost
-from sanlab.targets.sessions import matrix
 from support import SCENARIOS, sanlab_here
 
 AUTH = yaml.safe_load((SCENARIOS / "nvme-auth.yaml").read_text())
@@ -284,7 +284,7 @@ def _chap_scenario(stack: str, transport: str = "iscsi", **chap: str) -> dict:
 def _rehearsed(data: dict) -> dict[str, list[str]]:
     scenario = parse_scenario(data, "chap.yaml")
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     return {name: "\n".join(host.commands).splitlines() for name, host in hosts.items()}
 
 

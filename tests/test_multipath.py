@@ -35,7 +35,7 @@ from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.lab import running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.targets import dm_multipath, faults
+from sanlab.targets import dm_multipath, faults, rehearsal
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.faults import FaultedRun, Window
 from sanlab.targets.sessions import matrix
@@ -59,7 +59,7 @@ def _scsi() -> dict:
 def test_a_multipath_target_is_exported_and_connected_on_every_path():
     scenario = load_scenario(MULTIPATH)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     connects = [c for c in hosts["initiator"].commands if "nvme connect" in c]
     assert [c.split(" -a ")[1].split()[0] for c in connects] == ["169.254.10.2", "169.254.11.2"] * 2
     target = "\n".join(hosts["target"].commands)
@@ -72,7 +72,7 @@ def test_a_multipath_target_is_exported_and_connected_on_every_path():
 def test_a_scsi_multipath_target_has_a_portal_and_a_session_per_path_joined_by_dm_multipath():
     scenario = load_scenario(SCSI)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     initiator = hosts["initiator"].commands
     logins = [c for c in initiator if "--login" in c]
     assert len(logins) == 6  # three targets, two portals each

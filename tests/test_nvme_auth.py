@@ -18,6 +18,7 @@ from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.lab import running_lab
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
+from sanlab.targets import rehearsal
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.sessions import matrix
 from support import SCENARIOS
@@ -34,7 +35,7 @@ def _data() -> dict:
 def test_the_target_admits_one_host_nqn_with_its_secret_and_the_host_presents_it():
     scenario = load_scenario(AUTH)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = "\n".join(hosts["target"].commands)
     secret = scenario.targets[0].auth.secret
     host = "nqn.2026-11.org.sanlab:nvme-tcp.host.initiator"

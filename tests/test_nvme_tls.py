@@ -25,9 +25,8 @@ from sanlab.dissectors.framing import TLS_RECORD, NvmeQueue, NvmeTcpFramer, star
 from sanlab.emulator.blueprint import blueprint
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
-from sanlab.targets import nvme_tls
+from sanlab.targets import nvme_tls, rehearsal
 from sanlab.targets.dryrun import DryRunHost
-from sanlab.targets.sessions import matrix
 from support import SCENARIOS, require_tool, run_scenario
 
 TLS = SCENARIOS / "nvme-tls.yaml"
@@ -48,7 +47,7 @@ def test_a_fresh_psk_is_a_configured_psk_in_the_interchange_format():
 def test_both_ends_hold_the_psk_the_port_asks_for_tls_and_the_host_connects_with_it():
     scenario = load_scenario(TLS)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target, initiator = ("\n".join(hosts[h].commands) for h in ("target", "initiator"))
     pair = (
         "--hostnqn=nqn.2026-11.org.sanlab:nvme-tls.host.initiator --subsysnqn=nqn.2026-11.org.sanlab:nvme-tls"

@@ -21,9 +21,9 @@ from sanlab.scenarios.errors import SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.results.records import ResultRecord, aggregate
 from sanlab.scenarios.topology import FABRIC_HOST, initiators_of, ports, segments
+from sanlab.targets import rehearsal
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.fio import FioJob
-from sanlab.targets.sessions import matrix
 from support import SCENARIOS
 
 INCAST = SCENARIOS / "incast.yaml"
@@ -114,7 +114,7 @@ def test_plan_joins_every_host_port_to_the_fabric_vm_and_captures_at_the_switch(
 def test_a_run_connects_every_initiator_to_its_own_stretch_of_the_lun():
     scenario = load_scenario(INCAST)
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     for host, offset in (("i1", None), ("i2", "--offset=4194304")):
         fio = [c for c in hosts[host].commands if c.startswith("fio ")]
         assert len(fio) == 3  # nvme-tcp, nvme-rdma and iscsi
@@ -275,7 +275,7 @@ def test_target_fault_mistakes_are_named(fault, expected):
 def test_a_restart_or_reset_hits_only_its_own_target():
     scenario = load_scenario(SCENARIOS / "restart.yaml")
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = hosts["target"].commands
     stops = [c for c in target if c.startswith("echo 0 > ") and c.endswith("tpgt_1/enable")]
     assert len(stops) == 1 and "sanlab:iscsi/" in stops[0]  # iscsi's restart, nothing else
@@ -308,7 +308,7 @@ def test_lio_and_tgt_admit_every_initiator_of_a_shared_target(stack, transport):
     data["targets"] = [dict(shared, backstore="file") if stack == "tgt" else shared]
     scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     target = "\n".join(hosts["target"].commands)
     for initiator in ("i1", "i2"):
         name = f"iqn.2026-11.org.sanlab:initiator.{initiator}"
@@ -323,6 +323,6 @@ def test_a_restart_of_a_shared_target_is_applied_once_and_every_initiator_rides_
     data["faults"] = [{"at": "2s", "target": "nvme-tcp", "action": "restart", "for": "3s"}]
     scenario = parse_scenario(data, "incast.yaml")  # valid: it raises otherwise
     hosts = {h.name: DryRunHost(h.name) for h in scenario.hosts}
-    matrix.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
+    rehearsal.rehearse(scenario, hosts, blueprint(scenario, "x", Path("/x"), None).endpoints)
     stops = [c for c in hosts["target"].commands if c.startswith(": > /tmp/sanlab-restart-")]
     assert len(stops) == 1  # one initiator's side applies it, for both

@@ -5,13 +5,12 @@ that applies to its transport with fio, and take it all down again.  Each
 point becomes a ``ResultRecord`` (``mode: emulated``) with the raw fio JSON
 kept beside it; a point or a whole target that fails is recorded with its
 error and the run goes on, after the link doctor (link_doctor.py) has had a
-look at the target's link.  ``rehearse`` walks the same matrix for a dry run.
+look at the target's link.  A dry run walks the same matrix (targets/rehearsal.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -19,18 +18,18 @@ from pathlib import Path
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
+from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets import faults
-from sanlab.targets.fault_wiring import fault_commands
 from sanlab.targets.host import Host
 from sanlab.targets.kernel_stacks import stuck_tasks
-from sanlab.targets.placement import Machines, admitting_all, placements
+from sanlab.targets.placement import Machines, placements
 from sanlab.targets.point_run import outcome, point_record, prefixed, run_point
-from sanlab.targets.points import Point, job_for, points
+from sanlab.targets.points import Point, matrix
 from sanlab.targets.sessions.link_doctor import LinkDoctor, consult, still_stuck
 from sanlab.targets.sessions.shared_target import SharedTarget, Sink
-from sanlab.targets.stacks import Wiring, connect_only, export_only, exported
+from sanlab.targets.stacks import Wiring, exported
 
 
 class _Discard:
@@ -39,28 +38,6 @@ class _Discard:
 
     def drop_last(self, count: int) -> None:
         pass
-
-
-def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> None:
-    """Send every command of a run to ``hosts`` (dry-run hosts that only write them down).
-
-    Each target is exported, connected, given its points' fio commands and
-    taken down again, in the order a real run would.
-    """
-    for planned in scenario.plan.targets:
-        target, name = planned.target, planned.name
-        wires = [placed.wiring for placed in placements(scenario, target, hosts, ends)]
-        with export_only(target, name, admitting_all(wires)) as made, ExitStack() as connections:
-            devices = [connections.enter_context(connect_only(target, name, w, made))[0] for w in wires]
-            for p in points(scenario, planned):
-                for share, (wire, device) in enumerate(zip(wires, devices, strict=True)):
-                    job = job_for(p, device, share)
-                    if job.verify and "read" in p.rw:
-                        wire.initiator_host.run(job.fill_argv())
-                    wire.initiator_host.run(job.argv())
-                    for fault in p.faults if share == 0 else ():  # one initiator's side applies them
-                        for host, command in fault_commands(p, wire, fault, device):
-                            host.run(command)
 
 
 def run(
@@ -91,10 +68,11 @@ def run(
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
     todo = _todo(scenario, skip)
-    total = sum(len(cells) for _, _, cells in todo)
+    total = sum(len(cells) for _, cells in todo)
     done = 0
-    for target, name, cells in todo:
-        group = placements(scenario, target, hosts, ends)
+    for planned, cells in todo:
+        target, name = planned.target, planned.name
+        group = placements(planned, hosts, ends)
         if cables is not None:
             group = [replace(placed, wiring=replace(placed.wiring, cables=cables)) for placed in group]
         if machines is not None:
@@ -115,15 +93,14 @@ def run(
     return records
 
 
-def _todo(scenario: Scenario, skip: int) -> list[tuple[Target, str, list[Point]]]:
+def _todo(scenario: Scenario, skip: int) -> list[tuple[PlannedTarget, list[Point]]]:
     """Each target with the points still to run, less the first ``skip`` of the run's; a
     target whose points are all done is left out (it is not exported again)."""
     todo = []
-    for planned in scenario.plan.targets:
-        cells = list(points(scenario, planned))
-        todo.append((planned.target, planned.name, cells[skip:]))
-        skip = max(0, skip - len(cells))
-    return [(t, name, cells) for t, name, cells in todo if cells]
+    for work in matrix(scenario):
+        todo.append((work.planned, list(work.points[skip:])))
+        skip = max(0, skip - len(work.points))
+    return [(planned, cells) for planned, cells in todo if cells]
 
 
 def _consulted(

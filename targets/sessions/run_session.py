@@ -31,7 +31,7 @@ from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
-from sanlab.targets import nvme_tls
+from sanlab.targets import nvme_tls, rehearsal
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.points import finished_points, planned_points
 from sanlab.targets.sessions import matrix
@@ -217,6 +217,4 @@ def rehearse(loaded: Scenario, say: Say) -> list[DryRunHost]:
             ends = check_machines(loaded, hosts, say).endpoints
     else:
         ends = blueprint(loaded, "dry-run", Path("/dry-run"), None).endpoints
-    imagined = {h.name: DryRunHost(h.name) for h in loaded.hosts}
-    matrix.rehearse(loaded, imagined, ends)
-    return list(imagined.values())
+    return rehearsal.dry_run(loaded, ends)
