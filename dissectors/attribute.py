@@ -26,6 +26,7 @@ from pathlib import Path
 from sanlab.dissectors import frames as fr
 from sanlab.dissectors.frames import Command, Fpdu, Frame, Response, Unit
 from sanlab.dissectors.framing import (
+    AUTHENTICATION,
     TLS_RECORD,
     IscsiDigests,
     IscsiFramer,
@@ -78,6 +79,7 @@ class Io:
 
 
 Owner = Io | str
+QUEUE_SET_UP = ("login", AUTHENTICATION)  # a queue's Connect and its DH-HMAC-CHAP: never admin I/O
 
 
 @dataclass
@@ -108,7 +110,7 @@ class Attributor:
     def command(self, connection: object, cmd: Command, frame: Frame) -> Io:
         # The admin mark is the NVMe CM's word about a queue: an SRP or iSER command on a QP pair
         # that once was (or, in a merged capture, elsewhere is) an admin queue stays an I/O.
-        if connection in self.admin and cmd.category != "login" and frame.transport == "nvme-rdma":
+        if connection in self.admin and cmd.category not in QUEUE_SET_UP and frame.transport == "nvme-rdma":
             cmd = Command(cmd.tag, "other", cmd.nbytes, cmd.lba, cmd.blocks, cmd.keys, "admin")
         io = Io(cmd.op, cmd.nbytes, cmd.tag, frame.src, lba=cmd.lba, blocks=cmd.blocks, category=cmd.category)
         io.start = frame.start or frame.time

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sanlab.dissectors.framing import ISCSI_CATEGORY, scsi_op
+from sanlab.dissectors.framing import AUTHENTICATION, FABRICS_AUTH, ISCSI_CATEGORY, scsi_op
 from sanlab.dissectors.plugins import ANALYSER_PLUGINS, PLUGINS, tshark_args
 from sanlab.dissectors.rawframes import frame_bytes
 from sanlab.scenarios.errors import SanlabError, ToolMissing
@@ -103,6 +103,7 @@ FIELDS = (
     "nvme.cmd.sgl1.key",
     "nvme.cqe.cid",
     "nvme.fabrics.cmd.cid",
+    "nvme.fabrics.cmd.fctype",
     "nvme-rdma.cm.req.qid",
     "sanlab_nvmeof.cm.qid",
     "sanlab_nvmeof.kind",
@@ -654,9 +655,12 @@ def _nvme_rdma(row: dict[str, str], frame: Frame, seen: set[str]) -> None:
                 _first(row, "nvme.cmd.sgl1.key", 0),
             )
         )
-    for cid in _split(row["nvme.fabrics.cmd.cid"]):  # Connect, Property Get/Set
+    fctypes = _split(row["nvme.fabrics.cmd.fctype"])
+    for i, cid in enumerate(_split(row["nvme.fabrics.cmd.cid"])):  # Connect, Property Get/Set, Auth
         keys = _keys(_split(row["nvme.cmd.sgl1.key"]))  # Connect's data is fetched by RDMA READ
-        _add(frame, Command(str(_int(cid)), "other", 0, keys=keys, category="login"))
+        fctype = _int(fctypes[i]) if i < len(fctypes) else -1
+        category = AUTHENTICATION if fctype in FABRICS_AUTH else "login"
+        _add(frame, Command(str(_int(cid)), "other", 0, keys=keys, category=category))
     for cid in _split(row["nvme.cqe.cid"]):
         _add(frame, Response(str(_int(cid))))
 

@@ -55,6 +55,8 @@ NVME_TCP_CH = 8  # common header
 C2H_SUCCESS = 0x08  # C2HData flag: the data completes the command, no CapsuleResp follows
 NVME_WRITE, NVME_READ, NVME_FABRICS, NVME_KEEP_ALIVE = 0x01, 0x02, 0x7F, 0x18
 FABRICS_CONNECT = 0x01
+FABRICS_AUTH = (0x05, 0x06)  # Authentication Send, Authentication Receive (DH-HMAC-CHAP)
+AUTHENTICATION = "authentication"
 DISCOVERY_NQN = b"nvmexpress.discovery"
 
 
@@ -299,7 +301,8 @@ def _nvme_command(start: int, end: int, pdu: bytes, queue: NvmeQueue) -> Pdu:
         if sqe[4] == FABRICS_CONNECT:
             queue.qid = int.from_bytes(sqe[42:44], "little")
             queue.discovery = DISCOVERY_NQN in pdu
-        return Pdu(start, end, cid, command=True, op="other", category="login")
+        category = AUTHENTICATION if sqe[4] in FABRICS_AUTH else "login"
+        return Pdu(start, end, cid, command=True, op="other", category=category)
     if queue.qid == 0 or queue.discovery:
         category = "discovery" if queue.discovery else "keep-alive" if opcode == NVME_KEEP_ALIVE else "admin"
         return Pdu(start, end, cid, command=True, op="other", category=category)

@@ -160,3 +160,14 @@ def test_hand_built_messages_decode_and_corrupted_ones_never_raise_lua_errors(tm
     assert "DH-HMAC-CHAP_Success2" in out.stdout and "authenticated" in out.stdout
     assert "the host refused the controller: DH group not usable" in out.stdout
     assert re.search(r"Expert Info \(Error/Malformed\): needs \d+ bytes, has \d+", out.stdout)  # said
+
+
+@pytest.mark.parametrize("capture", ["nvme-auth-tcp-wrong", "nvme-auth-rdma-wrong"])
+def test_the_analyser_counts_authentication_apart_from_login(capture):
+    """Authentication Send/Receive and what they carry are 'authentication', on both transports;
+    Connect stays 'login'; a refused host made no I/O."""
+    from sanlab.dissectors.analyze import analyze
+
+    reading = analyze(GOLDEN / f"{capture}.pcap")
+    others = {t.name: t.frames for t in reading.others}
+    assert others["authentication"] >= 8 and others["login"] >= 2 and not reading.ios
