@@ -102,12 +102,8 @@ def run_point(
         )
     job = job_for(p, device, share or 0)
     initiator, target = wire.initiator_host, wire.target_host
-    if verify and "read" in p.rw:
-        filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)
-        if not filled.ok:
-            return point_record(
-                base, p, error=f"fio fill failed: {filled.stderr.strip()[-300:]}", verify="fail"
-            )
+    if verify and "read" in p.rw and (unfilled := _fill(initiator, job)):
+        return point_record(base, p, error=unfilled, verify="fail")
     before = _cpu_sample(initiator), _cpu_sample(target)
     timeout = VERIFIED_RUN_TIMEOUT if verify else p.workload.runtime + 600
     result = _run_fio(p, job, wire, timeout, say, inject)
@@ -123,9 +119,7 @@ def run_point(
     check = judge(job, result.rc, fio, bad_blocks)
     problem = check.problem
     if problem and (result.rc != 0 or fio.error != 0 or fio.io_errors or bad_blocks):
-        problem += f": {result.stderr.strip()[-300:]}"
-        problem += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
-        problem += stuck_tasks(initiator, target)
+        problem += _evidence(result, initiator, target)
     return point_record(
         base,
         p,
@@ -145,6 +139,19 @@ def run_point(
         throughput_dip_pct=result.dip_pct,
         error=problem,
     )
+
+
+def _fill(initiator: Host, job: FioJob) -> str | None:
+    """Write what a verified read checks; why that failed, or None."""
+    filled = initiator.run(job.fill_argv(), timeout=VERIFIED_RUN_TIMEOUT)
+    return None if filled.ok else f"fio fill failed: {filled.stderr.strip()[-300:]}"
+
+
+def _evidence(result: FioRun, initiator: Host, target: Host) -> str:
+    """What a failed fio run's error adds: its stderr, both kernel logs, tasks stuck in a kernel."""
+    told = f": {result.stderr.strip()[-300:]}"
+    told += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
+    return told + stuck_tasks(initiator, target)
 
 
 def outcome(record: ResultRecord) -> str:
