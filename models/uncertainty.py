@@ -36,6 +36,7 @@ import numpy as np
 
 from sanlab.models import mva
 from sanlab.models.network import Point, build
+from sanlab.models.priors import load_priors
 from sanlab.models.profile import STACKS, STACKS_FILE, Profile, fit_path, profile_path
 from sanlab.scenarios.loader import read_yaml
 
@@ -323,16 +324,63 @@ def _set_everywhere(node: Any, field: str, value: float) -> bool:
     return changed
 
 
+def _set_prior(data: dict[str, Any], name: str, value: float) -> bool:
+    """Set the field a prior names (``stacks.KEY.FIELD``, ``nics.NAME.FIELD``,
+    ``backends.NAME.FIELD``) where the profile's data carry it; whether anything changed."""
+    head, _, path = name.partition(".")
+    key, _, field = path.rpartition(".")
+    if head == STACKS and isinstance(data.get(key), dict) and field in data[key]:
+        nodes = [data[key]]
+    elif head == "nics":
+        nodes = [n for n in data.get("nics", []) if n.get("name") == key]
+    elif head == "backends":
+        nodes = [data.get("backends", {}).get(key) or {}]
+    else:
+        return False
+    changed = False
+    for node in nodes:
+        if isinstance(node.get(field), int | float) and not _same(node[field], value):
+            node[field] = value
+            changed = True
+    return changed
+
+
+def unfitted_priors(posterior: Posterior) -> dict[str, tuple[float, float]]:
+    """The priors no fit takes (models/priors.yaml): the range a real machine could have, which no
+    row narrowed - the data leave all of it open."""
+    fitted = posterior.names
+    return {
+        name: prior.range
+        for name, prior in load_priors().items()
+        if not any(n == name or n.endswith(f".{name}") for n in fitted)
+    }
+
+
+def _alternatives(posterior: Posterior | None) -> list[list[tuple[str, float]]]:
+    """Each alternative to try: every combination of ``VARIANTS``, then each prior no fit takes at
+    either end of its range (alone: its range is already a 95 % one)."""
+    choices = [[(field, v) for v in (None, *values)] for field, values in VARIANTS.items()]
+    out = [[(f, v) for f, v in combo if v is not None] for combo in itertools.product(*choices)]
+    priors = unfitted_priors(posterior) if posterior is not None else {}
+    out += [[(f"prior:{name}", end)] for name, ends in priors.items() for end in ends]
+    return [alternative for alternative in out if alternative]
+
+
 def candidate_shifts(point: Point, profile: Profile) -> tuple[float, float]:
-    """How far below and above the fitted model the physics candidates (``VARIANTS``, every
-    combination) put the point's analytic log IOPS: the spread of what the data leave open."""
+    """How far below and above the fitted model the physics candidates (every combination of
+    ``VARIANTS``, and each prior no fit takes at its range's ends) put the point's analytic log
+    IOPS: the spread of what the data leave open."""
     base = math.log(mva_iops(point, profile))
     data = profile.model_dump(mode="json")
     low = high = 0.0
-    choices = [[(field, v) for v in (None, *values)] for field, values in VARIANTS.items()]
-    for combination in itertools.product(*choices):
+    for alternative in _alternatives(load_posterior()):
         changed = copy.deepcopy(data)
-        moved = [_set_everywhere(changed, field, v) for field, v in combination if v is not None]
+        moved = [
+            _set_prior(changed, field.removeprefix("prior:"), v)
+            if field.startswith("prior:")
+            else _set_everywhere(changed, field, v)
+            for field, v in alternative
+        ]
         if any(moved):
             shift = math.log(mva_iops(point, Profile.model_validate(changed))) - base
             low, high = max(low, -shift), max(high, shift)
