@@ -12,15 +12,12 @@ from dataclasses import dataclass, field, replace
 from sanlab.scenarios.endpoints import Endpoints
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.plan import PlannedTarget
-from sanlab.scenarios.registry import PLAIN_FABRIC, TRANSPORTS
+from sanlab.scenarios.registry import PLAIN_FABRIC
 from sanlab.scenarios.results.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 from sanlab.scenarios.schema import Scenario, Target
 from sanlab.targets import host_facts
 from sanlab.targets.host import Host
-from sanlab.targets.stacks import Wiring
-
-# The registry's transports that carry RDMA, read once: a placement asks per target.
-RDMA_TRANSPORTS = frozenset(name for name, kind in TRANSPORTS.items() if kind.rdma)
+from sanlab.targets.stacks import RDMA_TRANSPORTS, Wiring
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ from sanlab.targets.faults import Cables
 from sanlab.targets.host import Host, StackError
 from sanlab.targets.naming import ISCSI_PORT, TGT_TCP_PORT, Chap, host_nqn, initiator_iqn, iqn, nqn
 
+# The registry's transports that carry RDMA (iSER, SRP, NVMe/RDMA), read once when the recipes
+# load: a recipe asks at each step, and the registry is fixed for the life of the process.
+RDMA_TRANSPORTS = frozenset(name for name, kind in TRANSPORTS.items() if kind.rdma)
+
 
 @dataclass(frozen=True)
 class Wiring:
@@ -243,7 +247,7 @@ def _identity(target: Target, name: str, wiring: Wiring) -> nvme_host.Identity |
 
 
 def tgt_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
-    iser = TRANSPORTS[target.transport].rdma  # iSCSI over RDMA
+    iser = target.transport in RDMA_TRANSPORTS  # iSCSI over RDMA
     backings = _backings(steps, target, name, wiring.target_host)
     steps.enter_context(
         tgt.exported(
@@ -278,7 +282,7 @@ def _iscsi_login(
     session = iscsi_initiator.Session(
         made["iqn"],
         initiator_iqn(i.name),
-        TRANSPORTS[target.transport].rdma,
+        (target.transport in RDMA_TRANSPORTS),
         target.header_digest,
         target.data_digest,
         _chap(target),
@@ -295,7 +299,7 @@ def _iscsi_login(
 def tgt_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    iser = TRANSPORTS[target.transport].rdma  # discovery over iSER lists nothing
+    iser = target.transport in RDMA_TRANSPORTS  # discovery over iSER lists nothing
     return _iscsi_login(steps, target, wiring, made, say, discover=not iser)
 
 
@@ -315,7 +319,7 @@ def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say:
                 iqn(name),
                 tuple(wiring.admitted_iqns),
                 tuple(wiring.target_addresses),
-                TRANSPORTS[target.transport].rdma,
+                (target.transport in RDMA_TRANSPORTS),
                 tuple(storage),
                 target.size,
                 target.header_digest,
