@@ -14,6 +14,7 @@ so a slow test cannot slip into the fast tier unnoticed.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,44 @@ import pytest
 from sanlab.models import published
 
 FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
+
+# Files that hold one xdist worker for long (measured for issue #50), longest first.  Under
+# --dist loadfile a file runs whole on one worker, and xdist sends files with the most tests
+# first: the one-test, minute-long test_standalone.py went last and ran alone at the end.
+# Sent first, the other worker's many short files run beside them instead of after them.
+LONG_FILES = (
+    "test_standalone.py",
+    "test_docs.py",
+    "test_golden.py",
+    "test_calibrate_runs.py",
+    "test_interrupted_writes.py",
+    "test_one_writer.py",
+    "test_checks.py",
+    "test_hostile_bounds.py",
+    "test_hostile_reading.py",
+    "test_backtest.py",
+    "test_hostile_ssh.py",
+)
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the order pytest_collection_modifyitems gives
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist: the long files first, then the rest as xdist would (most tests first)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    counts = Counter(item.path.name for item in items)
+
+    def rank(item):
+        name = item.path.name
+        first = LONG_FILES.index(name) if name in LONG_FILES else len(LONG_FILES)
+        return (first, -counts[name], str(item.path))
+
+    items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 @pytest.fixture(autouse=True)
