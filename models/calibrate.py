@@ -107,6 +107,8 @@ def fit_parameters(
     """
     entries = raw.get("calibration", {}).get("fit") or {}
     where = f"{raw.get('name', 'stacks')}: calibration.fit"
+    if raw.get("calibration", {}).get("fit") == []:
+        return Parameters([], [], [], {})  # a table that pins only what other documents fit
     if not isinstance(entries, dict | list) or not entries:
         raise SanlabError(f"{where} must list parameters (or map them to [low, high])")
     known = load_priors() if priors is None else priors

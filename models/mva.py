@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from sanlab.models.network import Network
 
+# A step that raises the throughput by less than this share is past saturation: the rest of the
+# customers add at most (N - n) times it, a few parts in a million at the largest populations.
+SETTLED = 1e-9
+
 
 @dataclass(frozen=True)
 class Solution:
@@ -38,8 +42,10 @@ def solve(net: Network) -> Solution:
     for n in range(1, n_customers + 1):
         residence = [d * (1 + q) for (_, d), q in zip(queues, lengths, strict=True)]
         cycle = delay + sum(residence)
-        throughput = n / cycle
+        previous, throughput = throughput, n / cycle
         lengths = [throughput * r for r in residence]
+        if throughput - previous < SETTLED * throughput:
+            break  # saturated: more customers only queue at the bottleneck (Little: N / X below)
     utilisation = {s.name: throughput * s.demand_us / s.servers for s in net.stations if s.kind == "queue"}
     return Solution(
         throughput * 1e6 / net.split, n_customers / throughput, utilisation, bottleneck_of(utilisation)

@@ -15,7 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from sanlab.models.hostcpu import host_desks
+from sanlab.models.nicmsg import message_us, messages_per_io
 from sanlab.models.profile import Nic, Profile, StackCost, Switch, load_profile, stack_cost
+from sanlab.models.stations import (  # noqa: F401  (re-exported: the builder's vocabulary)
+    Point,
+    Station,
+    connections,
+    desk,
+    packet_batch,
+    throughput_bound,
+)
 from sanlab.models.transports import (
     ProtocolParams,
     Recipe,
@@ -27,69 +37,6 @@ from sanlab.models.transports import (
 )
 from sanlab.models.wire import data_rate_gbps, packet_payload
 from sanlab.scenarios.registry import FABRICS, MODEL_TRANSPORTS, TRANSPORTS
-from sanlab.scenarios.schema import DEFAULT_PROFILE
-
-
-@dataclass(frozen=True)
-class Point:
-    """One projected workload point: a transport set-up and a fio job shape."""
-
-    transport: str
-    fabric: str
-    link_gbps: float
-    rw: str
-    bs: int
-    iodepth: int
-    numjobs: int
-    profile: str = DEFAULT_PROFILE
-    mtu: int | None = None
-    target_stack: str | None = None
-    backend: str | None = None
-    header_digest: bool = False
-    data_digest: bool = False
-    tls: bool = False  # NVMe/TCP inside TLS 1.3 (every byte encrypted and decrypted)
-    sessions: int | None = None
-    cores: int | None = None  # per host, in place of the profile's (a what-if: more or fewer cores)
-    core: str | None = None  # core design per host (models/cores.yaml), in place of the profile's
-    # Initiators, each its own machine like the profile's, sharing the target's
-    # one port through a switch (incast).  1: a point-to-point cable.
-    initiators: int = 1
-    # The initiator polls for completions (fio --hipri on NVMe poll queues)
-    # instead of sleeping until an interrupt: no wake-up, a spinning core per job.
-    poll: bool = False
-    # NVMe I/O queues per controller (nvme connect --nr-io-queues); unset, one per CPU.
-    queues: int | None = None
-
-    @property
-    def networked(self) -> bool:
-        """A transport carries it (the registry's LOCAL rows measured the drive on its own)."""
-        return MODEL_TRANSPORTS[self.transport].networked
-
-    @property
-    def outstanding(self) -> int:
-        return self.iodepth * self.numjobs * self.initiators
-
-
-@dataclass(frozen=True)
-class Station:
-    """A service desk: ``servers`` clerks, ``demand_us`` of work per I/O.
-
-    ``kind`` is 'queue' (I/Os wait for a free clerk) or 'delay' (every I/O
-    is served at once: propagation and fixed latencies).  ``side`` says whose
-    CPU the work burns ('initiator', 'target' or '' for hardware).  ``cv`` is
-    the spread of service times: software and devices vary, serialisation of
-    bits onto a wire or a bus does not.
-    """
-
-    name: str
-    servers: int
-    demand_us: float
-    kind: str = "queue"
-    side: str = ""
-    cv: float = 0.3
-    # What the demand is made of, hop by hop, for a latency budget: the
-    # simulator runs the desk whole (one event), the budget reads its parts.
-    parts: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,11 +68,15 @@ class Network:
         The one way CPU % is counted, whichever solver measured the busy cores.
         """
         cpu = {"initiator": 0.0, "target": 0.0}
+        jobs = 0.0  # the jobs' own cores, which spin when they poll
         for station, busy in busy_cores:
             if station.side:
                 cores = self.initiator_cores if station.side == "initiator" else self.target_cores
-                cpu[station.side] += 100 * busy / cores
-        cpu["initiator"] = max(cpu["initiator"], self.spinning_pct)
+                if station.name == "initiator-cpu":
+                    jobs += 100 * busy / cores
+                else:
+                    cpu[station.side] += 100 * busy / cores
+        cpu["initiator"] += max(jobs, self.spinning_pct)
         return cpu
 
 
@@ -133,22 +84,6 @@ def default_stack(profile: Profile, transport: str) -> str:
     if transport in profile.target_stacks:
         return profile.target_stacks[transport]
     return TRANSPORTS[transport].default_stack
-
-
-def connections(point: Point, profile: Profile) -> int:
-    """Connections (iSCSI sessions, SRP channels, NVMe queues) that carry the I/O.
-
-    Linux's NVMe and SRP hosts open one queue per CPU and fio jobs spread
-    over CPUs; iSCSI and iSER use the sessions the user logged in.  An NVMe
-    host connected with fewer I/O queues than CPUs (``queues``) maps
-    several CPUs, and so several jobs, onto one queue and its target thread.
-    """
-    if point.sessions:
-        return point.sessions
-    if MODEL_TRANSPORTS[point.transport].sessions:
-        return profile.sessions.get(point.transport, 1)
-    per_cpu = max(1, min(point.numjobs, profile.initiator.cores))
-    return min(per_cpu, point.queues) if point.queues else per_cpu
 
 
 def max_transfer(point: Point, prof: Profile) -> int:
@@ -218,10 +153,10 @@ def _protocol(prof: Profile, stack: str, point: Point) -> ProtocolParams:
     )
 
 
-def _cpu_desks(
+def _cpu_parts(
     point: Point, prof: Profile, stack: str, cost: StackCost, pdus: int
-) -> tuple[Station, Station]:
-    """The CPU one I/O costs each side, as its serving desks with their named parts.
+) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
+    """The CPU one I/O costs each side on its job's (queue's) core, as named parts in microseconds.
 
     Initiator: the application's submission and completion through the
     syscall and the block layer, the transport's initiator, digests.
@@ -229,6 +164,7 @@ def _cpu_desks(
     (Skylake-equivalent), run at the host's ``stack_ghz``; CRC32C at its
     plain clock, at the rate of the code that runs it (Linux's initiators
     are kernel code; a target stack may call a library, ``Digests``).
+    The TCP stack's and the interrupts' shares join these in ``_host_desks``.
     """
     init, tgt = prof.initiator, prof.target
     backend = prof.backends[point.backend or prof.default_backend]
@@ -253,24 +189,7 @@ def _cpu_desks(
         ("target-digests", digested * prof.digests.cycles_per_byte(stack, tgt) / 1000 / tgt.ghz),
         ("target-tls", encrypted_bytes(point, pdus) * prof.tls.cycles_per_byte / 1000 / tgt.ghz),
     )
-    n, conns = point.initiators, connections(point, prof)
-    return (
-        _desk("initiator-cpu", min(point.numjobs, init.cores) * n, init_parts, side="initiator"),
-        _desk("target-cpu", min(tgt.cores, conns * n), tgt_parts, side="target"),
-    )
-
-
-def _desk(
-    name: str,
-    servers: int,
-    parts: tuple[tuple[str, float], ...],
-    kind: str = "queue",
-    side: str = "",
-    cv: float = 0.3,
-) -> Station:
-    """A desk whose demand is the sum of its named parts (those that cost anything)."""
-    kept = tuple((hop, us) for hop, us in parts if us > 0)
-    return Station(name, servers, sum(us for _, us in kept), kind=kind, side=side, cv=cv, parts=kept)
+    return init_parts, tgt_parts
 
 
 def received_bytes(point: Point) -> tuple[int, int]:
@@ -336,7 +255,7 @@ def _fixed(point: Point, prof: Profile, nic: Nic, stack: str, round_trips: float
         ),
         ("device-latency", _device_demand(point, prof)[1]),
     )
-    return _desk("fixed", 1, parts, kind="delay", cv=0.1)
+    return desk("fixed", 1, parts, kind="delay", cv=0.1)
 
 
 def _stations(
@@ -351,109 +270,29 @@ def _stations(
 ) -> list[Station]:
     """The desks one I/O visits, in order, with their clerks and demands."""
     n = point.initiators
-    init_cpu, tgt_cpu = _cpu_desks(point, prof, stack, cost, len(r.messages))
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
     out = _ports("out", n, wire.wire_out * 8 / rate_bits_per_us)
     back = _ports("in", n, wire.wire_in * 8 / rate_bits_per_us)
     dma = point.bs * 8 / (nic.pcie_gbps * 1000)
+    packets = host_packets(point, nic, wire)
+    count = messages_per_io(len(r.messages), packets, FABRICS[point.fabric].rdma)
+    msgs = message_us(count, nic.msg_ns, nic.pcie_gbps)
     if "read" in point.rw:
-        back = _streamed(back, dma)
+        back = _streamed(back, dma, msgs)
     else:
-        out = _streamed(out, dma)
+        out = _streamed(out, dma, msgs)
     fill = _pipeline_fill(point, nic, mtu, rate_bits_per_us)
-    stations = [
-        init_cpu,
+    others = [
         *out,
-        tgt_cpu,
         Station("device", backend.parallel, _device_demand(point, prof)[0]),
         *back,
         _fixed(point, prof, nic, stack, r.round_trips, fill),
     ]
-    packets = host_packets(point, nic, wire)
-    if packets:
-        mine, theirs = _net_desks(point, prof, nic, packets, stations)
-        stations[1:1] = mine
-        after_target = next(i for i, st in enumerate(stations) if st.name == "target-cpu") + 1
-        stations[after_target:after_target] = theirs
-    return stations
-
-
-# Rounds of the fixed point between a connection's I/O rate and its packet batching.
-BATCH_ROUNDS = 3
-
-
-def _net_desks(
-    point: Point, prof: Profile, nic: Nic, packets: int, others: list[Station]
-) -> tuple[list[Station], list[Station]]:
-    """Each host's TCP stack, once per packet it handles, shared by the I/Os batched into it.
-
-    Alone in flight, an I/O's packets each take a pass through the stack.
-    Under load they do not: a NIC moderates its interrupts, so one poll
-    takes every packet that arrived in the window, GRO merges a flow's
-    back-to-back segments, and a transport's send work pushes what is
-    queued in one call (nvme-tcp's io_work, with MSG_MORE).  The batch grows
-    with the connection's I/O rate, which falls as the batch shrinks, so the
-    two are solved together: a few rounds, the rate taken from the
-    network's throughput bound (``throughput_bound``).
-
-    Batching shares the work, not the wait: the thread that takes an I/O's
-    data runs when the pass that brought it ends, so each I/O still waits
-    out the whole pass (``_batch_wait``).  Were the shared cost also the
-    wait, a connection carrying two jobs would answer each faster than two
-    connections carrying one each, and more sessions would cost IOPS.
-    """
-    n = point.initiators
-    per_initiator = connections(point, prof)
-    conns = per_initiator * n
-    kcycles = packets * nic.host_kcycles_per_packet
-
-    def desks(batch: float) -> tuple[Station, Station]:
-        return (
-            Station(
-                "initiator-net",
-                min(per_initiator, prof.initiator.cores) * n,
-                kcycles / batch / prof.initiator.stack_ghz,
-                side="initiator",
-            ),
-            Station(
-                "target-net",
-                min(conns, prof.target.cores),
-                kcycles / batch / prof.target.stack_ghz,
-                side="target",
-            ),
-        )
-
-    batch = 1.0
-    for _ in range(BATCH_ROUNDS):
-        rate = throughput_bound([*others, *desks(batch)], point.outstanding) / conns
-        batch = packet_batch(point.outstanding / conns, rate, nic.batch_window_us)
-    mine, theirs = desks(batch)
-    return [mine, *_batch_wait(mine, batch)], [theirs, *_batch_wait(theirs, batch)]
-
-
-def _batch_wait(desk: Station, batch: float) -> list[Station]:
-    """The rest of the pass an I/O's packets were batched into: waited through, burning none of
-    its CPU (the others' share is theirs); nothing when the I/O had the pass to itself."""
-    if batch <= 1.0:
-        return []
-    return [Station(f"{desk.name}-batch", 1, desk.demand_us * (batch - 1), kind="delay", cv=desk.cv)]
-
-
-def packet_batch(outstanding_per_conn: float, ios_per_us_per_conn: float, window_us: float) -> float:
-    """I/Os whose packets one connection's TCP stack handles in one go: one, plus those arriving
-    within the batching window, never more than the connection has in flight."""
-    return max(1.0, min(outstanding_per_conn, 1.0 + ios_per_us_per_conn * window_us))
-
-
-def throughput_bound(stations: list[Station], customers: int) -> float:
-    """I/Os per microsecond: the lesser of the population's bound (no queueing) and the busiest desk's."""
-    total = sum(s.demand_us for s in stations)
-    capacity = min(
-        (s.servers / s.demand_us for s in stations if s.kind == "queue" and s.demand_us > 0),
-        default=float("inf"),
-    )
-    return min(customers / total, capacity) if total > 0 else 0.0
+    parts = _cpu_parts(point, prof, stack, cost, len(r.messages))
+    mine, theirs = host_desks(point, prof, nic, stack, packets, parts, others)
+    at = len(out)
+    return [*mine, *others[:at], *theirs, *others[at:]]
 
 
 def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:
@@ -464,7 +303,7 @@ def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:
     return wire.super_packets if nic.gso_gro else wire.frames
 
 
-def _streamed(ports: list[Station], dma_us: float) -> list[Station]:
+def _streamed(ports: list[Station], dma_us: float, msg_us: float = 0.0) -> list[Station]:
     """The data's way: the target NIC's DMA across its slot streams alongside its port's
     serialisation, packet by packet, so the two overlap.
 
@@ -476,9 +315,14 @@ def _streamed(ports: list[Station], dma_us: float) -> list[Station]:
     """
     at = next(i for i, st in enumerate(ports) if st.name.startswith(("link-", "target-port-")))
     wire = ports[at]
-    name = "pcie" if dma_us > wire.demand_us else wire.name
-    parts = ((wire.name, wire.demand_us), ("pcie", max(0.0, dma_us - wire.demand_us)))
-    return [*ports[:at], _desk(name, 1, parts, cv=0.0), *ports[at + 1 :]]
+    nic = dma_us + msg_us
+    name = wire.name if wire.demand_us >= nic else "pcie" if dma_us > wire.demand_us else "nic-messages"
+    parts = (
+        (wire.name, wire.demand_us),
+        ("pcie", max(0.0, dma_us - wire.demand_us)),
+        ("nic-messages", max(0.0, nic - max(wire.demand_us, dma_us))),
+    )
+    return [*ports[:at], desk(name, 1, parts, cv=0.0), *ports[at + 1 :]]
 
 
 def _pipeline_fill(point: Point, nic: Nic, mtu: int, wire_bits_per_us: float) -> float:
@@ -528,9 +372,9 @@ def _local(point: Point, prof: Profile, stack: str, cost: StackCost) -> Network:
         ("device-latency", latency),
     )
     stations = (
-        _desk("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
+        desk("initiator-cpu", min(point.numjobs, init.cores), cpu, side="initiator"),
         Station("device", prof.backends[point.backend or prof.default_backend].parallel, service),
-        _desk("fixed", 1, fixed, kind="delay", cv=0.1),
+        desk("fixed", 1, fixed, kind="delay", cv=0.1),
     )
     empty = WireCost(0, 0, 0, 0, 0, 0)
     kept = tuple(s for s in stations if s.demand_us > 0)

@@ -147,6 +147,10 @@ class Nic(_Strict):
     batch_window_us: float = Field(8.0, ge=0, le=1000, description="packet batching window under load")
     # The slot, where a NIC names it: pcie_gbps then follows from the physics (models/pcie.py).
     pcie: PcieSlot | None = None
+    # The NIC's own work per message it handles (a work request or descriptor it fetches, a
+    # completion it writes, a doorbell it takes), beside the TLPs those cost the slot
+    # (models/nicmsg.py); priors.yaml gives its source.
+    msg_ns: float = Field(30.0, ge=0, le=10_000, description="NIC processing per message, ns")
 
     @model_validator(mode="before")
     @classmethod
@@ -238,6 +242,13 @@ class Tls(_Strict):
     cycles_per_byte: float = Field(ge=0.05, le=10, description="AEAD cost per byte sent or received")
 
 
+class Interrupts(_Strict):
+    """What one completion interrupt costs the core it lands on: the hard IRQ, the softirq that
+    takes the completions, and waking the thread that sleeps on them (models/hostcpu.py)."""
+
+    kcycles: float = Field(ge=0, le=200, description="per interrupt, Skylake-equivalent kcycles")
+
+
 class Stacks(_Strict):
     """The software stacks' costs (models/stacks.yaml), shared by every profile.
 
@@ -251,6 +262,7 @@ class Stacks(_Strict):
     targets: dict[str, SideCost] = Field(description="'stack/transport'")
     digests: Digests
     tls: Tls
+    interrupts: Interrupts
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     def cost(self, key: str) -> StackCost:
@@ -321,6 +333,7 @@ class Profile(_Strict):
     # the profile sets its own.
     digests: Digests
     tls: Tls
+    interrupts: Interrupts
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("protocol")
@@ -610,6 +623,7 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
     data["costs"] = library | dict(data.get("costs") or {})
     data.setdefault("digests", stacks.digests.model_dump())
     data.setdefault("tls", stacks.tls.model_dump())
+    data.setdefault("interrupts", stacks.interrupts.model_dump())
     return data
 
 

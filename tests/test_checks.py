@@ -8,6 +8,8 @@ import yaml
 
 from sanlab.models import checks
 from sanlab.models.calibrate import SOLVER_FLOOR, load_raw
+from sanlab.models.network import build
+from sanlab.models.profile import load_profile
 from sanlab.models.published import from_posts, read_rows
 from sanlab.scenarios.errors import SanlabError
 
@@ -113,18 +115,28 @@ def test_every_published_row_is_projected_within_its_tolerance(judged):
 
 def test_a_data_digest_costs_the_throughput_published_for_it(judged):
     """NVIDIA's software NVMe/TCP reads lose 37-38 % of their throughput to the data digest
-    (84 -> 53 and 98 -> 61 Gb/s): where one queue's thread is the limit, the model's digest
-    cost must take a like share, at each block size."""
+    (84 -> 53 and 98 -> 61 Gb/s over 8 queues): 0.45 and 0.40 ns more per byte on a queue.
+    The model's digest must add a like time per byte to the core that runs a queue, at each
+    block size.  The time is compared, not the throughputs' ratio: the model's rows without the
+    digest stop at the link (a known miss, +92 to +124 %), where the published ones stop at
+    their queues' cores, so that ratio says nothing of the digest."""
     nvidia = [j for j in judged if j.table == "nvidia-nvme-tcp-2023"]
     by_size: dict[int, dict[bool, checks.Judged]] = {}
     for j in nvidia:
         by_size.setdefault(j.cell.row.point.bs, {})[j.cell.row.point.data_digest] = j
     assert len(by_size) == 2
-    for pair in by_size.values():
-        published = pair[True].cell.row.bw_mibps / pair[False].cell.row.bw_mibps
-        projected = pair[True].model_mibps / pair[False].model_mibps
-        assert projected < 1
-        assert abs(projected / published - 1) <= 0.15, (published, projected)
+    for bs, pair in by_size.items():
+        queues = pair[True].cell.row.point.numjobs
+        per_byte = {digest: queues * 2**20 / (j.cell.row.bw_mibps * 1e6) for digest, j in pair.items()}
+        published = per_byte[True] - per_byte[False]  # microseconds a byte: the queue's core's
+        added = {}
+        for digest, j in pair.items():
+            net = build(j.cell.row.point, load_profile(j.cell.row.point.profile))
+            (job,) = [s for s in net.stations if s.name == "initiator-cpu"]
+            added[digest] = job.demand_us / (bs // net.split)
+        projected = added[True] - added[False]
+        assert pair[True].model_mibps < pair[False].model_mibps
+        assert abs(projected / published - 1) <= 0.15, (bs, published, projected)
 
 
 KERNEL_TABLE = "linux-nvme-tcp-2019-2020"
@@ -163,7 +175,7 @@ def test_every_kernel_nvme_tcp_row_is_fitted_checked_or_refused_with_its_reason(
 
     for number, row in enumerate(shared, start=2):
         assert is_fitted(row) + is_checked(row) + len(refusals(row)) == 1, (number, row["note"][:60])
-    assert sum(is_checked(r) for r in shared) == len(checked) == 9
+    assert sum(is_checked(r) for r in shared) == len(checked) == 3
     assert sum(is_fitted(r) for r in shared) == len(from_posts(shared, select)) == 4
 
 
@@ -171,7 +183,7 @@ def test_refused_rows_are_listed_with_their_reason_in_one_line_each():
     """What `sanlab calibrate` prints under the check tables: table, which rows, why."""
     found = checks.refusals()
     assert {r.table for r in found} == {KERNEL_TABLE}
-    assert len(found) == 3 and all(r.reason and "\n" not in r.reason for r in found)
+    assert len(found) == 5 and all(r.reason and "\n" not in r.reason for r in found)
     assert any(r.rows == "2019-09-24 baseline, 6-8 threads" for r in found)
 
 
