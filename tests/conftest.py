@@ -28,10 +28,12 @@ FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
 # first: the one-test, minute-long test_standalone.py went last and ran alone at the end.
 # Sent first, the other worker's many short files run beside them instead of after them.
 LONG_FILES = (
+    "test_coverage.py",
     "test_standalone.py",
     "test_docs.py",
-    "test_golden.py",
     "test_calibrate_runs.py",
+    "test_priors.py",
+    "test_golden.py",
     "test_interrupted_writes.py",
     "test_one_writer.py",
     "test_checks.py",
