@@ -26,6 +26,7 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -35,7 +36,8 @@ from sanlab.emulator.images import require_image  # noqa: E402
 from sanlab.emulator.lab import Lab  # noqa: E402
 from sanlab.emulator.lab_state import new_run_dir  # noqa: E402
 from sanlab.emulator.qemu import Vm  # noqa: E402
-from sanlab.models.paths import GROUPS, host_groups, write_rows  # noqa: E402
+from sanlab.models.paths import GROUPS, host_groups, load_paths, write_rows  # noqa: E402
+from sanlab.scenarios.errors import SanlabError  # noqa: E402
 from sanlab.scenarios.loader import parse_scenario  # noqa: E402
 from sanlab.targets.placement import place  # noqa: E402
 from sanlab.targets.stacks import exported  # noqa: E402
@@ -45,13 +47,23 @@ WORTH = 50_000  # instructions per sample, nominal
 PERIOD_NS = WORTH << SHIFT
 PERF = f"LD_LIBRARY_PATH={prof.GUEST_DIR}/lib {prof.GUEST_DIR}/perf"
 REPORT = "report -n -t '|' --sort comm,dso,sym -q --percent-limit 0 --stdio"
-LABS = {
-    "tcp": ({"fabric": "eth"}, [("iscsi", "lio"), ("nvme-tcp", "nvmet")], "none"),
-    "rxe": ({"fabric": "roce", "rdma_driver": "rxe"},
-            [("iser", "lio"), ("srp", "lio"), ("nvme-rdma", "nvmet")], "rxe"),
-    "siw": ({"fabric": "iwarp", "rdma_driver": "siw"}, [("iser", "tgt"), ("nvme-rdma", "nvmet")], "siw"),
-}  # fmt: skip
-CELLS = [(rw, bs, qd) for rw in ("randread", "randwrite") for bs in (4096, 65536) for qd in (1, 32)]
+# (transport, stack, link, provider): one lab, one cable per carrier, so a single boot serves them all.
+TARGETS = [
+    ("nvme-tcp", "nvmet", "wire", "none"),
+    ("iscsi", "lio", "wire", "none"),
+    ("nvme-rdma", "nvmet", "roce", "rxe"),
+    ("iser", "lio", "roce", "rxe"),
+    ("srp", "lio", "roce", "rxe"),
+    ("nvme-rdma", "nvmet", "iwarp", "siw"),
+    ("iser", "tgt", "iwarp", "siw"),
+]
+LINKS = {"wire": {"fabric": "eth"}, "roce": {"fabric": "roce", "rdma_driver": "rxe"},
+         "iwarp": {"fabric": "iwarp", "rdma_driver": "siw"}}  # fmt: skip
+# The cells, most wanted first: a lock's time may end before the last.
+CELLS = [
+    ("randread", 4096, 1), ("randwrite", 4096, 1), ("randread", 4096, 32), ("randwrite", 4096, 32),
+    ("randread", 65536, 1), ("randwrite", 65536, 1), ("randread", 65536, 32), ("randwrite", 65536, 32),
+]  # fmt: skip
 OUT = prof.ROOT / "models" / "data" / "path-lengths.csv"
 # No cell starts after this (time.monotonic()): one lab holds the shared VM lock 25 min at most.
 DEADLINE = [float("inf")]
@@ -63,16 +75,28 @@ def say(line: str) -> None:
     print(f"{datetime.datetime.now(datetime.UTC):%H:%M:%S} {line}", flush=True)
 
 
-def scenario(lab: str, chosen: list[tuple[str, str]]) -> dict[str, object]:
-    link, _, _ = LABS[lab]
+def name_of(target: tuple[str, str, str, str]) -> str:
+    return f"{target[0]}-{target[3]}"
+
+
+def scenario(chosen: list[tuple[str, str, str, str]]) -> dict[str, object]:
+    links = sorted({t[2] for t in chosen})
     return {
-        "description": f"path lengths over {lab}",
+        "description": "path lengths",
         "hosts": [{"name": "initiator", "role": "initiator"}, {"name": "target", "role": "target"}],
-        "links": [{"name": "wire", "endpoints": ["initiator", "target"], "mtu": 1500, **link}],
+        "links": [{"name": k, "endpoints": ["initiator", "target"], "mtu": 1500, **LINKS[k]} for k in links],
         "targets": [
-            {"name": t, "host": "target", "transport": t, "stack": s, "backstore": "ramdisk", "size": "64m"}
-            for t, s in chosen
-        ],
+            {
+                "name": name_of(t),
+                "host": "target",
+                "link": t[2],
+                "transport": t[0],
+                "stack": t[1],
+                "backstore": "ramdisk",
+                "size": "64m",
+            }
+            for t in chosen
+        ],  # fmt: skip
         "workloads": [{"rw": "randread", "bs": "4k", "iodepth": 1, "runtime": "1s"}],
     }
 
@@ -85,7 +109,13 @@ def must(vm: Vm, command: str, timeout: float = 600) -> str:
 
 
 def report(vm: Vm, data: str) -> list[tuple[str, str, str, int]]:
-    return prof.parse_report(must(vm, f"{PERF} {REPORT} -i {data} 2>/dev/null", 900))
+    return prof.parse_report(
+        must(
+            vm,
+            f"{PERF} {REPORT} -i {data} 2>/tmp/report.err || {{ tail -5 /tmp/report.err >&2; exit 1; }}",
+            900,
+        )
+    )
 
 
 def prepare(vm: Vm) -> None:
@@ -119,24 +149,34 @@ def fio(dev: str, rw: str, bs: int, qd: int, ios: int) -> str:
 
 
 Run = tuple[dict[str, int], dict[str, int], int, int]  # initiator's groups, target's, I/Os, frames
-PACKETS = "cat /sys/class/net/wire/statistics/tx_packets /sys/class/net/wire/statistics/rx_packets"
 
 
-def frames(vm: Vm) -> int:
+def frames(vm: Vm, link: str) -> int:
     """Frames the initiator's link NIC has sent and received: both directions of the wire."""
-    return sum(int(x) for x in must(vm, PACKETS).split())
+    stats = f"/sys/class/net/{link}/statistics"
+    return sum(int(x) for x in must(vm, f"cat {stats}/tx_packets {stats}/rx_packets").split())
 
 
-def one_run(ini: Vm, tgt: Vm, command: str, mapping: prof.Mapping) -> Run:
+def one_run(ini: Vm, tgt: Vm, command: str, mapping: prof.Mapping, link: str) -> Run:
     """Both guests profiled while ``command`` runs on the initiator: (initiator's groups,
     target's groups, I/Os fio completed, frames on the wire)."""
     must(tgt, "rm -f /tmp/t.data")
-    pid = tgt.spawn(f"exec {PERF} record -q -e cpu-clock -c {PERIOD_NS} -a -o /tmp/t.data", "/tmp/t.log")
-    must(tgt, "for i in $(seq 100); do [ -s /tmp/t.data ] && break; sleep 0.1; done; sleep 0.5")
-    before = frames(ini)
+    # The assignment before exec: "exec VAR=x cmd" would look for a program named "VAR=x".
+    pid = tgt.spawn(
+        f"{PERF.replace(' ', ' exec ', 1)} record -q -e cpu-clock -c {PERIOD_NS} -a -o /tmp/t.data",
+        "/tmp/t.log",
+    )
+    must(
+        tgt,
+        "for i in $(seq 200); do [ -s /tmp/t.data ] && break; sleep 0.1; done; sleep 0.5; [ -s /tmp/t.data ] "
+        "|| { cat /tmp/t.log >&2; exit 1; }",
+    )
+    before = frames(ini, link)
     must(ini, f"{PERF} record -q -e cpu-clock -c {PERIOD_NS} -a -o /tmp/i.data -- {command}", 1800)
-    wire = frames(ini) - before
-    must(tgt, f"kill -INT {pid}; while kill -0 {pid} 2>/dev/null; do sleep 0.2; done")
+    wire = frames(ini, link) - before
+    # The agent reaps its children late: a perf that has finished stays a zombie until then.
+    alive = f"kill -0 {pid} 2>/dev/null && ! grep -q zombie /proc/{pid}/status"
+    must(tgt, f"kill -INT {pid}; for i in $(seq 600); do {alive} || exit 0; sleep 0.2; done; exit 1", 180)
     with ThreadPoolExecutor(2) as pool:
         rows = list(pool.map(lambda a: report(*a), [(ini, "/tmp/i.data"), (tgt, "/tmp/t.data")]))
     done = json.loads(ini.get("/tmp/fio.json"))["jobs"][0]
@@ -176,94 +216,122 @@ def _stamp() -> str:
     return f"{datetime.datetime.now(datetime.UTC):%FT%TZ}"
 
 
-def measure_target(lab: Lab, transport: str, stack: str, provider: str, quick: bool, worth: float,
-                   mapping: prof.Mapping) -> list[dict[str, object]]:  # fmt: skip
-    """Every cell of one target: exported once, idle baseline, then two runs per cell."""
-    target = next(t for t in lab.scenario.targets if t.name == transport)
-    wire = place(lab.scenario, target, lab.vms, lab.blueprint.endpoints).wiring
+def measure_cell(lab: Lab, t: tuple[str, str, str, str], dev: str, cell: tuple[str, int, int], n: int,
+                 ctx: dict[str, object]) -> None:  # fmt: skip
+    """Two runs of one cell on one target; its rows into the table, its raw counts into the log."""
+    rw, bs, qd = cell
     ini, tgt = lab.vms["initiator"], lab.vms["target"]
-    rows: list[dict[str, object]] = []
-    with exported(target, transport, wire, say) as devices:
-        dev = devices[0]
+    mapping, rates, worth = ctx["mapping"], ctx["rates"], float(str(ctx["worth"]))
+    started = time.monotonic()
+    runs = (one_run(ini, tgt, fio(dev, rw, bs, qd, n // 4), mapping, t[2]),  # type: ignore[arg-type]
+            one_run(ini, tgt, fio(dev, rw, bs, qd, n), mapping, t[2]))  # type: ignore[arg-type]  # fmt: skip
+    key: dict[str, object] = {
+        "transport": t[0],
+        "stack": t[1],
+        "provider": t[3],
+        "rw": rw,
+        "bs": bs,
+        "iodepth": qd,
+    }
+    rows = cell_rows(key, runs, rates, worth)  # type: ignore[arg-type]
+    write_rows(OUT, rows)
+    with RAW.open("a") as raw:
+        raw.write(
+            json.dumps(
+                key | {"short": runs[0], "long": runs[1], "idle": rates, "worth": worth, "at": _stamp()}
+            )
+        )
+        raw.write("\n")
+    mine = host_groups(t[0])
+    totals = [
+        sum(float(str(r["instructions_per_io"])) for r in rows if r["side"] == side and r["group"] in mine)
+        for side in ("initiator", "target")
+    ]
+    say(f"{name_of(t)} {rw} {bs // 1024}k QD{qd}: {rows[0]['ios']} I/Os, {rows[0]['frames_per_io']} frames"
+        f"/I/O; "
+        f"host cost initiator {totals[0] / 1e3:.1f} k, target {totals[1] / 1e3:.1f} k instructions/I/O "
+        f"({time.monotonic() - started:.0f} s)")  # fmt: skip
+
+
+def measured() -> set[tuple[str, ...]]:
+    """The cells the table already holds (a later lock's run goes on from there)."""
+    if not OUT.exists():
+        return set()
+    return {(c.transport, c.provider, c.rw, str(c.bs), str(c.iodepth)) for c in load_paths(OUT).cells()}
+
+
+def export_all(lab: Lab, chosen: list[tuple[str, str, str, str]], steps: ExitStack) -> dict[str, str]:
+    """Every target exported and connected for the whole lab; one that fails is said and left out."""
+    devices = {}
+    for t in chosen:
+        target = next(x for x in lab.scenario.targets if x.name == name_of(t))
+        wire = place(lab.scenario, target, lab.vms, lab.blueprint.endpoints).wiring
+        try:
+            devices[name_of(t)] = steps.enter_context(exported(target, name_of(t), wire, say))[0]
+            say(f"{name_of(t)}: exported ({t[1]}) as {devices[name_of(t)]}")
+        except SanlabError as exc:
+            say(f"{name_of(t)}: NOT MEASURED: {exc}")
+    return devices
+
+
+def run_lab(lab: Lab, chosen: list[tuple[str, str, str, str]], quick: bool, again: bool) -> int:
+    ini, tgt = lab.vms["initiator"], lab.vms["target"]
+    for vm in (ini, tgt):
+        prepare(vm)
+    mapping = prof.Mapping.load()
+    cal = calibrate(ini, mapping)
+    say(f"calibration: a sample is worth {cal['worth']:.0f} instructions (nominal {WORTH}, "
+        f"{cal['spin_samples']} samples); a 64 KiB rep movsb counts {cal['movsb_64k']:.0f}")  # fmt: skip
+    with RAW.open("a") as raw:
+        raw.write(
+            json.dumps({"calibration": cal, "shift": SHIFT, "period_ns": PERIOD_NS, "at": _stamp()}) + "\n"
+        )
+    done, count = set() if again else measured(), 0
+    with ExitStack() as steps:
+        devices = export_all(lab, chosen, steps)
         rates = idle(ini, tgt, mapping)
-        say(f"{transport}: exported as {dev}; idle background per halted sample: "
-            f"initiator {sum(rates[0].values()):.3f}, target {sum(rates[1].values()):.3f}")  # fmt: skip
-        for rw, bs, qd in CELLS[:2] if quick else CELLS:
-            if time.monotonic() > DEADLINE[0]:
-                say(
-                    f"{transport}: out of this lock's time; {rw} {bs // 1024}k QD{qd} and later cells not run"
-                )
-                break
-            n = (4000 if bs == 4096 else 1500) // (4 if quick else 1)
-            started = time.monotonic()
-            runs = (one_run(ini, tgt, fio(dev, rw, bs, qd, n // 4), mapping),
-                    one_run(ini, tgt, fio(dev, rw, bs, qd, n), mapping))  # fmt: skip
-            key: dict[str, object] = {"transport": transport, "stack": stack, "provider": provider}
-            key |= {"rw": rw, "bs": bs, "iodepth": qd}
-            cell = cell_rows(key, runs, rates, worth)
-            rows += cell
-            write_rows(OUT, cell)
-            with RAW.open("a") as raw:
-                raw.write(json.dumps(key | {"short": runs[0], "long": runs[1], "idle": rates, "worth": worth,
-                                            "at": _stamp()}) + "\n")  # fmt: skip
-            mine = host_groups(transport)
-            totals = [
-                sum(
-                    float(str(r["instructions_per_io"]))
-                    for r in cell
-                    if (r["side"], r["group"] in mine) == (s, True)
-                )
-                for s in ("initiator", "target")
-            ]
-            say(f"{transport} {rw} {bs // 1024}k QD{qd}: {cell[0]['ios']} I/Os; host cost "
-                f"initiator {totals[0] / 1e3:.1f} k, target {totals[1] / 1e3:.1f} k instructions/I/O "
-                f"({time.monotonic() - started:.0f} s)")  # fmt: skip
-    return rows
+        say(f"idle background per halted sample: initiator {sum(rates[0].values()):.3f}, "
+            f"target {sum(rates[1].values()):.3f}")  # fmt: skip
+        ctx = {"mapping": mapping, "rates": rates, "worth": cal["worth"]}
+        for cell in CELLS[:1] if quick else CELLS:
+            for t in [t for t in chosen if name_of(t) in devices]:
+                if (t[0], t[3], cell[0], str(cell[1]), str(cell[2])) in done:
+                    continue
+                if time.monotonic() > DEADLINE[0]:
+                    say(f"out of this lock's time at {name_of(t)} {cell}: run again for the rest")
+                    return count
+                n = (2000 if cell[1] == 4096 else 800) // (4 if quick else 1)
+                measure_cell(lab, t, devices[name_of(t)], cell, n, ctx)
+                count += 1
+    return count
 
 
 def main(argv: list[str]) -> int:
-    quick = "--quick" in argv
     global OUT, RAW
+    quick, again = "--quick" in argv, "--again" in argv
     if quick:  # a check of the pipeline: its figures never reach models/data
         OUT, RAW = Path("/tmp/path-lengths-quick.csv"), Path("/tmp/path-lengths-quick.runs.jsonl")
-    args = [a for a in argv if not a.startswith("--")]
-    if len(args) != 1 or args[0].split(":")[0] not in LABS:
-        print(__doc__)
+    wanted = [a for a in argv if not a.startswith("--")]
+    chosen = [t for t in TARGETS if not wanted or name_of(t) in wanted]
+    if not chosen or len(chosen) < len(wanted):
+        print(__doc__ + "\ntargets: " + ", ".join(name_of(t) for t in TARGETS))
         return 2
-    lab_key, _, only = args[0].partition(":")
-    chosen = [(t, s) for t, s in LABS[lab_key][1] if not only or t in only.split(",")]
     os.environ.update({"SANLAB_ICOUNT": str(SHIFT), "SANLAB_ACCEL": "tcg"})
     image = prof.profiling_image(require_image("debian-12"))
-    mapping = prof.Mapping.load()
-    loaded = parse_scenario(scenario(lab_key, chosen), f"path_lengths {lab_key}")
-    name = f"paths-{lab_key}"
-    lab = Lab(loaded, name, new_run_dir(name))
+    loaded = parse_scenario(scenario(chosen), "path_lengths")
+    lab = Lab(loaded, "paths", new_run_dir("paths"))
     t0 = time.monotonic()
     DEADLINE[0] = t0 + BUDGET_S
-    rows: list[dict[str, object]] = []
+    if os.environ.get("PATHS_STOP_AT"):  # a wall-clock end (UTC epoch seconds) for this run's cells
+        DEADLINE[0] = min(DEADLINE[0], t0 + float(os.environ["PATHS_STOP_AT"]) - time.time())
     try:
         lab.up(say, image=image)
         kernel = must(lab.vms["initiator"], "uname -r").strip()
         say(f"lab up in {time.monotonic() - t0:.0f} s; kernel {kernel}")
-        for vm in lab.vms.values():
-            prepare(vm)
-        cal = calibrate(lab.vms["initiator"], mapping)
-        say(f"calibration: a sample is worth {cal['worth']:.0f} instructions (nominal {WORTH}, "
-            f"{cal['spin_samples']} samples); a 64 KiB rep movsb counts {cal['movsb_64k']:.0f}")  # fmt: skip
-        with RAW.open("a") as raw:
-            facts = {
-                "calibration": cal,
-                "lab": lab_key,
-                "shift": SHIFT,
-                "period_ns": PERIOD_NS,
-                "at": _stamp(),
-            }
-            raw.write(json.dumps(facts) + "\n")
-        for t, s in chosen:
-            rows += measure_target(lab, t, s, LABS[lab_key][2], quick, cal["worth"], mapping)
+        count = run_lab(lab, chosen, quick, again)
     finally:
         lab.down()
-    say(f"done in {time.monotonic() - t0:.0f} s; {len(rows)} rows into {OUT}")
+    say(f"done in {time.monotonic() - t0:.0f} s; {count} cells into {OUT}")
     return 0
 
 
