@@ -1,10 +1,13 @@
 """Instructions per I/O of the code sanlab runs (issue #46, item 2): models/data/path-lengths.csv.
 
-    flock /tmp/sanlab-vm.lock .venv/bin/python benchmarks/path_lengths.py LAB[:TRANSPORT,...] [--quick]
+    flock /tmp/sanlab-vm.lock .venv/bin/python benchmarks/path_lengths.py [TARGET ...] [--again] [--quick]
 
-LAB is ``tcp`` (iscsi on LIO, nvme-tcp on nvmet, over a plain link), ``rxe`` (iser and srp on
-LIO, nvme-rdma on nvmet, over Soft-RoCE) or ``siw`` (iser on tgt, nvme-rdma on nvmet, over
-soft-iWARP).  One lab per call, so the VM lock is held for one lab at a time.
+TARGET is one of nvme-tcp-none, iscsi-none, nvme-rdma-rxe, iser-rxe, srp-rxe, nvme-rdma-siw,
+iser-siw (default: all).  One lab (a cable each for TCP, rxe and siw) serves them all; cells
+run most wanted first, across every target, and no cell starts after 21 min (or
+$PATHS_STOP_AT, a UTC epoch), so the shared VM lock is held under 25 min.  Cells the table
+already holds are skipped (``--again`` measures them anew): run it again for the rest.
+``--quick`` checks the pipeline (one cell, a quarter of the I/Os) into /tmp only.
 
 Method (models/data/path-lengths.README.md says why, and what it costs in accuracy): both
 guests run under QEMU's ``-icount shift=S`` (emulator/qemu.py's $SANLAB_ICOUNT), so their

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sanlab.models.paths import PATHS_CSV, PathCell, PathTable, load_paths, nic_groups
+from sanlab.models.paths import PATHS_CSV, SIDES, PathCell, PathTable, load_paths, nic_groups
+from sanlab.scenarios.errors import SanlabError
 
 # The model's fitted per-I/O costs today (models/stacks.fit.yaml, 2026-11-25), kcycles: the
 # initiator's transport, and the target's where a kernel stack has one.
@@ -45,9 +46,58 @@ def lines(table: PathTable) -> list[str]:
     return out
 
 
+def _cell(table: PathTable, transport: str, provider: str) -> PathCell | None:
+    rw, bs, qd = "randread", 4096, 1
+    try:
+        return table.find(transport, rw, bs, qd, provider)
+    except SanlabError:  # not measured (yet)
+        return None
+
+
+def comparisons(table: PathTable) -> list[str]:
+    """The model's fitted costs beside the measured paths (4 KiB random reads, QD 1)."""
+    out = []
+    tcp = _cell(table, "nvme-tcp", "none")
+    if tcp is not None:
+        frames = table.frames_per_io(tcp)
+        stack = sum(table.group(tcp, s, g).instructions_per_io for s in SIDES for g in ("tcpip", "irq"))
+        per_pass = stack / (2 * frames)
+        out.append(
+            f"nvme-tcp 4k read QD1: {frames:.1f} frames/I/O; TCP/IP + IRQ {per_pass:.0f} instructions per "
+            f"frame per side: the fitted {TCP_PACKET_KCYCLES} kcycles/packet needs CPI "
+            f"{TCP_PACKET_KCYCLES * 1e3 / per_pass:.1f}"
+        )
+    for provider in ("rxe", "siw"):
+        rdma = _cell(table, "nvme-rdma", provider)
+        if rdma is not None:
+            target = table.per_io(rdma, "target")
+            out.append(
+                f"nvmet-rdma over {provider}, 4k read QD1: target host {target:.0f} instructions/I/O; "
+                f"the borrowed {FITTED_TARGET['nvme-rdma']} kcycles needs CPI "
+                f"{FITTED_TARGET['nvme-rdma'] * 1e3 / target:.2f}"
+            )
+    base = _cell(table, "nvme-rdma", "rxe")
+    for transport, provider in (("iscsi", "none"), ("nvme-tcp", "none"), ("iser", "rxe"), ("srp", "rxe"),
+                                ("nvme-rdma", "rxe"), ("iser", "siw"), ("nvme-rdma", "siw")):  # fmt: skip
+        cell = _cell(table, transport, provider)
+        if cell is None or base is None:
+            continue
+        app = table.per_io(cell, "initiator", ("app",))
+        mine = table.per_io(cell, "initiator") - app
+        ref = table.per_io(base, "initiator") - table.per_io(base, "initiator", ("app",))
+        fitted = FITTED_INITIATOR[transport] / FITTED_INITIATOR["nvme-rdma"]
+        out.append(
+            f"initiator without fio, {transport}/{provider}: {mine:.0f} instructions/I/O = "
+            f"{mine / ref:.2f}x nvme-rdma/rxe's; "
+            f"the fitted kcycles say {fitted:.2f}x; fio itself {app:.0f}"
+        )
+    return out
+
+
 def main(argv: list[str]) -> int:
     table = load_paths(Path(argv[0]) if argv else PATHS_CSV)
     print("\n".join(lines(table)))
+    print("\n".join(["", *comparisons(table)]))
     print("\n'tcpip per frame': both sides' TCP/IP instructions over frames × 2 (sent once, received once).")
     return 0
 
