@@ -9,6 +9,7 @@ how many (``verified_bytes``).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -86,9 +87,16 @@ def test_a_rerun_into_the_same_folder_is_refused_before_booting(smoke):
 
 
 def test_output_files_have_one_mode(smoke):
+    """Every writer (the records, the captures, fio's own output, the logs) gives its files
+    one mode, the process's (0o666 less the umask): none readable more widely, or less."""
     out, _ = smoke
-    modes = {p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
-    assert len(modes) == 1, modes
+    files = [p.relative_to(out) for p in out.rglob("*") if p.is_file()]
+    kinds = {f.parts[0] if len(f.parts) > 1 else f.suffix for f in files}
+    assert {".json", ".pcap", "fio", "logs"} <= kinds, sorted(map(str, files))  # not one file alone
+    umask = os.umask(0o022)
+    os.umask(umask)
+    modes = {str(f): oct((out / f).stat().st_mode & 0o777) for f in files}
+    assert set(modes.values()) == {oct(0o666 & ~umask)}, modes
 
 
 def test_pcaps_logs_and_raw_fio_are_written(smoke):
