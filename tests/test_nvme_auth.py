@@ -80,7 +80,9 @@ def test_the_right_secret_carries_verified_writes_and_a_wrong_one_is_refused(deb
     wrong["auth"] = dict(wrong["auth"], initiator_secret=OTHER)
     data["targets"].append(wrong)
     scenario = parse_scenario(data, "auth.yaml")
-    with running_lab(scenario, "test-auth", print, keep_logs=False) as lab:
+    captured = tmp_path / "capture"
+    captured.mkdir()
+    with running_lab(scenario, "test-auth", print, captured, keep_logs=False) as lab:
         records = matrix.run(scenario, lab.vms, lab.blueprint.endpoints, tmp_path, print, cables=lab)
         kernel = lab.vms["initiator"].run("dmesg", timeout=30).stdout
     good, refused = records[:2], records[2]
@@ -92,3 +94,25 @@ def test_the_right_secret_carries_verified_writes_and_a_wrong_one_is_refused(deb
         refused.error is not None and "nvme connect to nqn.2026-11.org.sanlab:wrong-secret" in refused.error
     )
     assert refused.verified_bytes is None and refused.iops is None  # no fio ran: nothing written
+    # dhchap.lua reads the exchanges from the run's own capture: every queue's Success1 on TCP
+    # and RDMA, and the wrong secret's AUTH_Failure1 after its Reply
+    said = _dhchap_messages(captured / "roce.pcap")
+    assert said.count("0x03") >= 4 and said.count("0xf1") == 1, said
+    assert said[said.index("0xf1") - 1] == "0x02"  # the controller refused the host's Reply
+
+
+def _dhchap_messages(pcap: Path) -> list[str]:
+    import subprocess
+
+    from sanlab.dissectors.plugins import tshark_args
+    from support import require_tool
+
+    argv = [require_tool("tshark"), *tshark_args(), "-r", str(pcap), "-Y", "sanlab_dhchap"]
+    out = subprocess.run(
+        [*argv, "-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,", "-e", "sanlab_dhchap.message"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    return [m for line in out.stdout.split() for m in line.split(",")]
