@@ -318,10 +318,10 @@ class _Listener:
 
 @pytest.fixture
 def short_deadline(monkeypatch):
-    """The product waits 20 s for a silent scheduler (timed for real below); here 3 s."""
-    monkeypatch.setattr(sweep_run, "HANDSHAKE_S", 3.0)
+    """The product waits 20 s for a silent scheduler (timed for real below); here 2 s."""
+    monkeypatch.setattr(sweep_run, "HANDSHAKE_S", 2.0)
     monkeypatch.setattr(sweep_run, "EXIT_S", 0.0)
-    return 3.0
+    return 2.0
 
 
 def _sweep_at(tmp_path: Path, address: str, seconds: float = 30):
