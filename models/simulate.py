@@ -133,8 +133,10 @@ class BatchMeans:
     def _busy(self, net: Network, elapsed: float) -> tuple[dict[str, float], dict[str, float]]:
         """Each queue's utilisation, and each side's CPU %, over the measured part of the run."""
         busy0 = self.busy_at_measure or [0.0] * len(self.elements)
+        # A server's service is counted when it starts, so a desk busy to the end has a part of
+        # its last services counted before they ran: no desk is busier than its clerks.
         busy = [
-            (station, (element.busy_time - before) / elapsed)
+            (station, min((element.busy_time - before) / elapsed, station.servers))
             for station, element, before in zip(net.stations, self.elements, busy0, strict=True)
             if station.kind == "queue"
         ]
