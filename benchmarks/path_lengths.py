@@ -111,7 +111,19 @@ def must(vm: Vm, command: str, timeout: float = 600) -> str:
     return done.stdout
 
 
+MODULES: dict[str, dict[str, str]] = {}  # per guest: each module symbol's module (kallsyms)
+RAW_ROWS: list[object] = []  # every report's symbols and samples, for runs.jsonl
+
+
 def report(vm: Vm, data: str) -> list[tuple[str, str, str, int]]:
+    if vm.name not in MODULES:
+        MODULES[vm.name] = prof.kallsyms_modules(must(vm, "awk 'NF == 4' /proc/kallsyms"))
+    rows = prof.in_modules(_report(vm, data), MODULES[vm.name])
+    RAW_ROWS.append({"host": vm.name, "data": data, "rows": rows})
+    return rows
+
+
+def _report(vm: Vm, data: str) -> list[tuple[str, str, str, int]]:
     return prof.parse_report(
         must(
             vm,
@@ -237,11 +249,16 @@ def measure_cell(lab: Lab, t: tuple[str, str, str, str], dev: str, cell: tuple[s
         "iodepth": qd,
     }
     rows = cell_rows(key, runs, rates, worth)  # type: ignore[arg-type]
+    if float(str(rows[0]["frames_per_io"])) < 1:  # sanlab handed over another target's device
+        say(f"{name_of(t)} {cell}: its I/O did not cross its cable ({dev}); not tabled")
+        return
     write_rows(OUT, rows)
     with RAW.open("a") as raw:
         raw.write(
             json.dumps(
-                key | {"short": runs[0], "long": runs[1], "idle": rates, "worth": worth, "at": _stamp()}
+                key
+                | {"short": runs[0], "long": runs[1], "idle": rates, "worth": worth, "at": _stamp()}
+                | {"symbols": RAW_ROWS[-4:]}  # the short and long runs' reports, both guests
             )
         )
         raw.write("\n")
@@ -292,6 +309,7 @@ def run_lab(lab: Lab, chosen: list[tuple[str, str, str, str]], quick: bool, agai
     done, count = set() if again else measured(), 0
     with ExitStack() as steps:
         devices = export_all(lab, chosen, steps)
+        MODULES.clear()  # read kallsyms again: the transports' modules have loaded since calibration
         rates = idle(ini, tgt, mapping)
         say(f"idle background per halted sample: initiator {sum(rates[0].values()):.3f}, "
             f"target {sum(rates[1].values()):.3f}")  # fmt: skip

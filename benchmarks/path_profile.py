@@ -154,6 +154,53 @@ def parse_report(text: str) -> list[tuple[str, str, str, int]]:
     return rows
 
 
+def kallsyms_modules(text: str) -> dict[str, str]:
+    """Each module symbol's module, from /proc/kallsyms' lines ``ADDR TYPE NAME [MODULE]``: perf
+    names a sample in a module whose .ko it does not open after the kernel, not the module."""
+    found = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[3].startswith("["):
+            found.setdefault(parts[2], parts[3])
+    return found
+
+
+def image_module_symbols(initrd: Path) -> dict[str, str]:
+    """Each module function's module, read from the guest image's own .ko files (``nm``): how
+    runs whose kallsyms map missed a module (loaded after it was read) are grouped again."""
+    found: dict[str, str] = {}
+    with tempfile.TemporaryDirectory() as work, open(initrd, "rb") as cpio:
+        data = cpio.read()
+        at = 0
+        while at + 110 <= len(data) and data[at : at + 6] == b"070701":
+            size, namesize = int(data[at + 54 : at + 62], 16), int(data[at + 94 : at + 102], 16)
+            name = data[at + 110 : at + 110 + namesize - 1].decode(errors="replace")
+            start = at + 110 + namesize + (-(110 + namesize) % 4)
+            if name.endswith(".ko"):
+                module = "[" + Path(name).stem.replace("-", "_") + "]"
+                ko = Path(work, "m.ko")
+                ko.write_bytes(data[start : start + size])
+                out = subprocess.run(["nm", "--defined-only", str(ko)], capture_output=True, text=True).stdout
+                for line in out.splitlines():
+                    parts = line.split()
+                    if len(parts) == 3 and parts[1] in "tTwW":
+                        found.setdefault(parts[2], module)
+            at = start + size + (-size % 4)
+    return found
+
+
+def in_modules(
+    rows: list[tuple[str, str, str, int]], modules: dict[str, str]
+) -> list[tuple[str, str, str, int]]:
+    """``rows`` with each kernel sample's module put where perf wrote the kernel."""
+    out = []
+    for comm, dso, symbol, samples in rows:
+        if symbol.startswith("[k]") and dso == "[kernel.kallsyms]":
+            dso = modules.get(symbol[3:].strip(), dso)
+        out.append((comm, dso, symbol, samples))
+    return out
+
+
 def grouped(rows: list[tuple[str, str, str, int]], mapping: Mapping) -> Counter[str]:
     counts: Counter[str] = Counter()
     for comm, dso, symbol, samples in rows:
