@@ -28,6 +28,7 @@ FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
 # first: the one-test, minute-long test_standalone.py went last and ran alone at the end.
 # Sent first, the other worker's many short files run beside them instead of after them.
 LONG_FILES = (
+    "test_backtest.py",
     "test_coverage.py",
     "test_standalone.py",
     "test_docs.py",
@@ -39,7 +40,6 @@ LONG_FILES = (
     "test_checks.py",
     "test_hostile_bounds.py",
     "test_hostile_reading.py",
-    "test_backtest.py",
     "test_hostile_ssh.py",
 )
 
