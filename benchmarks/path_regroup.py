@@ -10,6 +10,7 @@ guest image's own .ko files.  No VM is started.
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from collections import Counter
@@ -49,7 +50,9 @@ def main() -> int:
     modules = prof.image_module_symbols(require_image("debian-12").initrd)
     mapping = prof.Mapping.load()
     rows: list[dict[str, object]] = []
-    for line in bench.RAW.read_text().splitlines():
+    raw = bench.RAW if bench.RAW.exists() else bench.RAW.with_name(bench.RAW.name + ".gz")
+    text = gzip.decompress(raw.read_bytes()).decode() if raw.suffix == ".gz" else raw.read_text()
+    for line in text.splitlines():
         entry = json.loads(line)
         if "symbols" not in entry:
             continue
