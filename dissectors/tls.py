@@ -141,7 +141,7 @@ class TlsDirection:
             at = 34 + 1 + body[34]  # past legacy_session_id_echo
             self.session.suite = int.from_bytes(body[at : at + 2], "big")
 
-    def open(self, record: bytes) -> Opened | None:
+    def unseal(self, record: bytes) -> Opened | None:
         """The record's content, or None when no key of this session authenticates it."""
         if not self.tried:
             self.tried = True
@@ -200,7 +200,7 @@ class OpenedStream:
         if record[0] != APPLICATION_DATA:  # the hellos (and a compatibility CCS) in the clear
             self.direction.hello(record)
             return [Pdu(at, end, category=TLS_HANDSHAKE)]
-        opened = self.direction.open(record)
+        opened = self.direction.unseal(record)
         if opened is None:
             return [Pdu(at, end, category=TLS_RECORD)]
         if opened.inner_type != APPLICATION_DATA or not opened.data:  # Finished, tickets, alerts
