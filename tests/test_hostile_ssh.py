@@ -214,6 +214,24 @@ SSH_FLAGS = {"-o", "-J", "-F"}
 SHELL_SSH = re.compile(r"(^|[\s;|&(`/])(ssh|scp|sftp)\s+(\S+\s+)*-[oJF]")
 
 
+WIRESHARK_PREFERENCE = re.compile(r"[a-z0-9_]+\.[a-z0-9_.]+:")  # proto.pref:value, never ssh's Keyword=value
+
+
+def _wireshark_preference(node: ast.List | ast.Tuple) -> bool:
+    """``["-o", "tls.keylog_file:..."]``: tshark's preference flag, whose value (a lowercase
+    ``protocol.preference:``) no ssh option can take (ssh's are ``Keyword=value``)."""
+    if len(node.elts) != 2 or not (isinstance(node.elts[0], ast.Constant) and node.elts[0].value == "-o"):
+        return False
+    value = node.elts[1]
+    if isinstance(value, ast.JoinedStr) and value.values:
+        value = value.values[0]
+    return (
+        isinstance(value, ast.Constant)
+        and isinstance(value.value, str)
+        and bool(WIRESHARK_PREFERENCE.match(value.value))
+    )
+
+
 def _argv_problems(path: Path, root: Path = REPO) -> list[str]:
     """Where ``path`` builds an ssh/scp/sftp argv, or passes ssh's option flags, itself."""
     found = []
@@ -225,6 +243,8 @@ def _argv_problems(path: Path, root: Path = REPO) -> list[str]:
                 for e in node.elts
             ]
             first = words[0] if words else None
+            if _wireshark_preference(node):
+                continue
             flags = {w for w in words if w is not None and (w in SSH_FLAGS or re.match(r"-o[A-Z]", w))}
             if first in SSH_PROGRAMS or (flags and (first is None or first.startswith("-"))):
                 found.append(f"{where}: {words[:4]}")
@@ -247,9 +267,11 @@ def test_the_argv_scan_finds_what_it_is_for(tmp_path):
     (tmp_path / "x.py").write_text(
         'a = ["ssh", "--", "h"]\nb = ["-o", opt]\nc = [prog, "-J", hop]\nd = ["scp", f]\n'
         'e = "ssh -o ProxyJump=x h"\nf = ["ip", "-o", "link"]\ng = "sshd -o A=b"\nh = [x, "-oProxyJump=y"]\n'
+        'i = ["-o", f"tls.keylog_file:{k}"]\nj = ["-o", f"ProxyJump={k}"]\n'
+        'k = ["-o", "ProxyCommand=tls.x:y"]\n'
     )
     lines = [p.split(":")[1] for p in _argv_problems(tmp_path / "x.py", tmp_path)]
-    assert sorted(lines) == ["1", "2", "3", "4", "5", "8"]
+    assert sorted(lines, key=int) == ["1", "2", "3", "4", "5", "8", "10", "11"]
 
 
 # -- The issue's forms through the real command line ---------------------------------------
