@@ -1,4 +1,4 @@
-"""Instructions per I/O of the code sanlab runs (issue #46, item 2): models/data/path-lengths.csv.
+"""Instructions per I/O of the code sanlab runs (issue #46, item 2): models/data/paths/path-lengths.csv.
 
     flock /tmp/sanlab-vm.lock .venv/bin/python benchmarks/path_lengths.py [TARGET ...] [--again] [--quick]
 
@@ -9,7 +9,7 @@ $PATHS_STOP_AT, a UTC epoch), so the shared VM lock is held under 25 min.  Cells
 already holds are skipped (``--again`` measures them anew): run it again for the rest.
 ``--quick`` checks the pipeline (one cell, a quarter of the I/Os) into /tmp only.
 
-Method (models/data/path-lengths.README.md says why, and what it costs in accuracy): both
+Method (models/data/paths/README.md says why, and what it costs in accuracy): both
 guests run under QEMU's ``-icount shift=S`` (emulator/qemu.py's $SANLAB_ICOUNT), so their
 clocks advance 2**S ns per instruction executed; ``perf record -e cpu-clock -c P -a`` in each
 guest then takes one sample per P/2**S instructions executed.  A loop of known length
@@ -17,7 +17,7 @@ calibrates what a sample is worth.  Each cell (rw, bs, QD) runs twice, with N/4 
 the difference cancels what both runs share (fio's start, perf's start).  Samples the halted
 CPU takes are dropped, and so is, per halted sample, what the idle guests do (measured first:
 background and the profiler's own wake-ups).  Samples go to groups by
-models/data/path-groups.yaml.  Rows of the measured cells replace those in the CSV.
+models/data/paths/path-groups.yaml.  Rows of the measured cells replace those in the CSV.
 """
 
 from __future__ import annotations
@@ -67,11 +67,11 @@ CELLS = [
     ("randread", 4096, 1), ("randwrite", 4096, 1), ("randread", 4096, 32), ("randwrite", 4096, 32),
     ("randread", 65536, 1), ("randwrite", 65536, 1), ("randread", 65536, 32), ("randwrite", 65536, 32),
 ]  # fmt: skip
-OUT = prof.ROOT / "models" / "data" / "path-lengths.csv"
+OUT = prof.ROOT / "models" / "data" / "paths" / "path-lengths.csv"
 # No cell starts after this (time.monotonic()): one lab holds the shared VM lock 25 min at most.
 DEADLINE = [float("inf")]
 BUDGET_S = 21 * 60
-RAW = prof.ROOT / "models" / "data" / "path-lengths.runs.jsonl"
+RAW = prof.ROOT / "models" / "data" / "paths" / "path-lengths.runs.jsonl"
 
 
 def say(line: str) -> None:

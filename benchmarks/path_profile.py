@@ -24,7 +24,7 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.yamlfile import load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-GROUPS_FILE = ROOT / "models" / "data" / "path-groups.yaml"
+GROUPS_FILE = ROOT / "models" / "data" / "paths" / "path-groups.yaml"
 PERF = "/usr/bin/perf"  # Debian 12's linux-perf, the guest's own distribution
 GUEST_DIR = "/opt/sanlab-perf"  # where the profiling image carries perf, its libraries, the calibrator
 # A loop of known length, and one `rep movsb` of known size: what a sample is worth.
@@ -102,7 +102,7 @@ def profiling_image(base: Image, say: object = print) -> Image:
 
 @dataclass(frozen=True)
 class Mapping:
-    """models/data/path-groups.yaml: where each sample goes."""
+    """models/data/paths/path-groups.yaml: where each sample goes."""
 
     halt: frozenset[str]
     profiler: frozenset[str]

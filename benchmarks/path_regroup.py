@@ -1,8 +1,8 @@
-"""Rebuild models/data/path-lengths.csv from path-lengths.runs.jsonl's symbols, grouped again.
+"""Rebuild models/data/paths/path-lengths.csv from path-lengths.runs.jsonl's symbols, grouped again.
 
     .venv/bin/python benchmarks/path_regroup.py
 
-For a change to models/data/path-groups.yaml, or for runs whose kallsyms map was read before
+For a change to models/data/paths/path-groups.yaml, or for runs whose kallsyms map was read before
 a module loaded (2026-11-27's first table: the initiator's map was read at calibration, before
 nvme_tcp, libiscsi, ib_srp... were loaded): each kernel symbol's module now comes from the
 guest image's own .ko files.  No VM is started.

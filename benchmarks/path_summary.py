@@ -1,6 +1,6 @@
-"""A summary of models/data/path-lengths.csv: the host's instructions per I/O per cell and
+"""A summary of models/data/paths/path-lengths.csv: the host's instructions per I/O per cell and
 side, the NIC stand-ins apart, TCP/IP per frame, and the ratios the model's fitted costs
-imply beside the measured ones (what models/data/path-lengths.README.md quotes).
+imply beside the measured ones (what models/data/paths/README.md quotes).
 
     .venv/bin/python benchmarks/path_summary.py [CSV]
 """

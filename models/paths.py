@@ -1,12 +1,12 @@
 """The path-length table: guest instructions per I/O of the code sanlab runs, by group.
 
-models/data/path-lengths.csv is measured by benchmarks/path_lengths.py (QEMU's instruction
-count with perf in the guests; models/data/path-lengths.README.md gives the method, its error
+models/data/paths/path-lengths.csv is measured by benchmarks/path_lengths.py (QEMU's instruction
+count with perf in the guests; models/data/paths/README.md gives the method, its error
 and provenance).  A model turns it into cost as path length × cycles per instruction, so the
 ratios between transports come from the code rather than from one vendor's CPU column.
 
 This module only reads (and, for the benchmark, writes) the table; the columns and API are
-described in models/data/path-lengths.README.md.
+described in models/data/paths/README.md.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from sanlab.scenarios.reading import csv_number, read_csv
 from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.writing import write_file
 
-PATHS_CSV = Path(__file__).resolve().parent / "data" / "path-lengths.csv"
+PATHS_CSV = Path(__file__).resolve().parent / "data" / "paths" / "path-lengths.csv"
 COLUMNS = (
     "transport", "stack", "provider", "rw", "bs", "iodepth", "side", "group",
     "instructions_per_io", "ci95_per_io", "samples", "ios", "frames_per_io",
 )  # fmt: skip
-# Where the instructions ran (models/data/path-groups.yaml maps symbols to them).
+# Where the instructions ran (models/data/paths/path-groups.yaml maps symbols to them).
 GROUPS = (
     "app", "block", "backend", "transport", "tcpip", "rdma_core", "irq", "copy", "sched", "mm",
     "kernel_other", "provider", "virtio", "background",
