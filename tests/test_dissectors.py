@@ -22,10 +22,11 @@ from support import require_tool
 pytestmark = pytest.mark.tshark
 
 
-def tshark_json(pcap: Path) -> list[dict[str, list[str]]]:
-    """Every field of every frame, flattened: {field name: [values]} per frame."""
+def tshark_json(pcap: Path, *extra: str) -> list[dict[str, list[str]]]:
+    """Every field of every frame, flattened: {field name: [values]} per frame; ``extra`` are
+    more tshark options (a preference, e.g. a TLS key log)."""
     out = subprocess.run(
-        [require_tool("tshark"), *tshark_args(), "-r", str(pcap), "-T", "json"],
+        [require_tool("tshark"), *tshark_args(), *extra, "-r", str(pcap), "-T", "json"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -15,14 +15,12 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from test_dissectors import _flatten, _Pairs
+from test_dissectors import tshark_json
 
 from sanlab.dissectors.analyze import analyze
 from sanlab.dissectors.framing import TLS_HANDSHAKE, TLS_RECORD
-from sanlab.dissectors.plugins import tshark_args
 from sanlab.dissectors.tls import read_keylog
 from sanlab.models.transports import ProtocolParams, nvme_tcp
 from sanlab.scenarios.errors import SanlabError
@@ -187,25 +185,6 @@ def test_the_secrets_never_reach_the_terminal_or_the_json(tmp_path):
         for secret in secrets | randoms:
             assert secret not in out.stdout and secret not in out.stderr
         assert any(s in KEYS.read_text() for s in secrets)  # the test looks for what is there
-
-
-def tshark_json(pcap: Path, *extra: str) -> list[dict[str, list[str]]]:
-    """Every field of every frame with sanlab's plugins (test_dissectors.tshark_json), plus ``extra``."""
-    import json
-
-    out = subprocess.run(
-        [require_tool("tshark"), *tshark_args(), *extra, "-r", str(pcap), "-T", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    frames = []
-    for packet in json.loads(out.stdout or "[]", object_pairs_hook=_Pairs):
-        fields: dict[str, list[str]] = {}
-        _flatten(dict(packet)["_source"], fields)
-        frames.append(fields)
-    return frames
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
