@@ -5,7 +5,7 @@ This runs Google's ``google-crc32c`` (hardware CRC32 instruction, several
 streams at once, as Linux's crc32c-intel) over buffers of the sizes a
 digest covers, takes the best of several rounds, and turns bytes per second
 into cycles per byte with the CPU's nominal clock from /proc/cpuinfo.  The
-figure to compare is ``Host.crc32c_cycles_per_byte`` in models/profile.py
+figure to compare is ``Host.crc32c_cycles_per_byte`` in models/core/profile.py
 (0.14 by default).
 
     pip install google-crc32c

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from test_model_properties import LINKS, PAIRS, grown, iops  # noqa: E402
 
-from sanlab.models.network import Point  # noqa: E402
+from sanlab.models.core.network import Point  # noqa: E402
 
 AXES = ("link_gbps", "iodepth", "numjobs", "sessions", "queues")
 TOLERANCE = 0.98

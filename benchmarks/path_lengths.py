@@ -39,7 +39,7 @@ from sanlab.emulator.images import require_image  # noqa: E402
 from sanlab.emulator.lab import Lab  # noqa: E402
 from sanlab.emulator.lab_state import new_run_dir  # noqa: E402
 from sanlab.emulator.qemu import Vm  # noqa: E402
-from sanlab.models.paths import GROUPS, host_groups, load_paths, write_rows  # noqa: E402
+from sanlab.models.core.paths import GROUPS, host_groups, load_paths, write_rows  # noqa: E402
 from sanlab.scenarios.errors import SanlabError  # noqa: E402
 from sanlab.scenarios.loader import parse_scenario  # noqa: E402
 from sanlab.targets.placement import place  # noqa: E402

@@ -21,7 +21,7 @@ import path_lengths as bench  # noqa: E402
 import path_profile as prof  # noqa: E402
 
 from sanlab.emulator.images import require_image  # noqa: E402
-from sanlab.models.paths import write_rows  # noqa: E402
+from sanlab.models.core.paths import write_rows  # noqa: E402
 
 
 def regroup(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sanlab.models.paths import PATHS_CSV, SIDES, PathCell, PathTable, load_paths, nic_groups
+from sanlab.models.core.paths import PATHS_CSV, SIDES, PathCell, PathTable, load_paths, nic_groups
 from sanlab.scenarios.errors import SanlabError
 
 # The model's fitted per-I/O costs today (models/stacks.fit.yaml, 2026-11-25), kcycles: the

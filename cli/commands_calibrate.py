@@ -13,12 +13,12 @@ from pathlib import Path
 
 import click
 
-from sanlab.models import calibrate_studies, checks
-from sanlab.models.calibrate import CellError
-from sanlab.models.calibrate_runs import calibrate_runs, summary, write_profile
-from sanlab.models.coverage import inside_count
-from sanlab.models.profile import given_profile
-from sanlab.models.uncertainty import Z95
+from sanlab.models.calibration import calibrate_studies, checks
+from sanlab.models.calibration.calibrate import CellError
+from sanlab.models.calibration.calibrate_runs import calibrate_runs, summary, write_profile
+from sanlab.models.calibration.coverage import inside_count
+from sanlab.models.core.profile import given_profile
+from sanlab.models.core.uncertainty import Z95
 from sanlab.progress import ticking
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.schema import DEFAULT_PROFILE

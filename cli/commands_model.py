@@ -13,14 +13,14 @@ from typing import Any
 
 import click
 
-from sanlab.models.budget import qd1_budget
-from sanlab.models.cores import load_cores
-from sanlab.models.network import Point
-from sanlab.models.profile import given_profile, load_profile, profile_names
-from sanlab.models.project import check_size, project
-from sanlab.models.published import Measured, calibration_dir, load_table
-from sanlab.models.report import chart_png, csv_text, match, text_table
-from sanlab.models.simulate import Settings
+from sanlab.models.core.budget import qd1_budget
+from sanlab.models.core.cores import load_cores
+from sanlab.models.core.network import Point
+from sanlab.models.core.profile import given_profile, load_profile, profile_names
+from sanlab.models.core.project import check_size, project
+from sanlab.models.core.published import Measured, calibration_dir, load_table
+from sanlab.models.core.report import chart_png, csv_text, match, text_table
+from sanlab.models.core.simulate import Settings
 from sanlab.progress import ticking
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario

@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from sanlab.emulator.processes import process_start
-from sanlab.models.sweep import EXPAND_STEP, MAX_POINTS, SweepSpec, expand, grid_size, load_spec
-from sanlab.models.sweep_run import (
+from sanlab.models.sweeps.sweep import EXPAND_STEP, MAX_POINTS, SweepSpec, expand, grid_size, load_spec
+from sanlab.models.sweeps.sweep_run import (
     OVERSUBSCRIBE_ENV,
     WORKERS_PER_CORE,
     Progress,

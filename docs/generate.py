@@ -264,8 +264,8 @@ def budget_chart(path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sanlab.models.budget import qd1_budget
-    from sanlab.models.network import Point
+    from sanlab.models.core.budget import qd1_budget
+    from sanlab.models.core.network import Point
 
     rows = []
     for transport, fabric in BUDGET_SETUPS:
@@ -292,8 +292,8 @@ def budget_chart(path: Path) -> None:
 
 
 def sweep_chart(out: Path) -> None:
-    from sanlab.models.sweep import SweepSpec, expand
-    from sanlab.models.sweep_run import run_sweep
+    from sanlab.models.sweeps.sweep import SweepSpec, expand
+    from sanlab.models.sweeps.sweep_run import run_sweep
     from sanlab.scenarios.yamlfile import load_yaml
 
     data = load_yaml(REPO / "scenarios" / "sweeps" / "two-million.yaml") | {"solver": "mva"}

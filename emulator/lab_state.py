@@ -20,10 +20,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from sanlab.emulator.monitor import set_netdev_link
 from sanlab.emulator.panics import last_words
 from sanlab.emulator.processes import Recorded, recorded, stop_ours
 from sanlab.emulator.processes import is_ours as is_process_ours
-from sanlab.emulator.qemu import own_socket, set_netdev_link
+from sanlab.emulator.qemu import own_socket
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import regular_file
 from sanlab.scenarios.reading import load_json, typed

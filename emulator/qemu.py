@@ -9,7 +9,6 @@ everything from another shell.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -21,12 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from qemu.qmp import QMPError
-from qemu.qmp.legacy import QEMUMonitorProtocol
-
 from sanlab.emulator.agent import AgentClient, AgentError, Completed
 from sanlab.emulator.cpuflags import impossible, live_flags
 from sanlab.emulator.images import Image
+from sanlab.emulator.monitor import keep_no_reboot, paused_registers, press_reset
 from sanlab.emulator.panics import last_words
 from sanlab.emulator.processes import Recorded, process_start, recorded, stop_pid
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
@@ -140,68 +137,6 @@ def tcg_warning(version: tuple[int, int] | None) -> str | None:
     )
 
 
-def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -> list[object]:
-    """Send ``commands`` (name, arguments) to the QEMU monitor behind ``qmp_socket``, in order,
-    and return their replies; a monitor that refuses or does not answer is an error that says
-    ``what`` was being done."""
-    monitor = QEMUMonitorProtocol(str(qmp_socket))
-    try:
-        monitor.settimeout(15)
-        monitor.connect()
-        # an error reply raises ExecuteError, a QMPError
-        return [monitor.cmd(name, **args) for name, args in commands]
-    except (OSError, EOFError, QMPError) as exc:
-        raise SanlabError(f"QEMU would not {what}: {exc or type(exc).__name__}") from None
-    finally:
-        # A QEMU that exited mid-conversation (a snapshot it could not load) ends the stream:
-        # closing then raises EOFError, which must not hide the error above.
-        with contextlib.suppress(OSError, EOFError, QMPError):
-            monitor.close()
-
-
-def paused_registers(qmp_socket: Path, what: str) -> str:
-    """QEMU's ``info registers`` of its guest, read while it is paused for an instant: under TCG
-    a running vCPU keeps its flags in lazy parts that another thread may read half-written.
-    The guest is resumed even when the read fails: a guest left paused would stall its run."""
-    try:
-        show: tuple[str, dict[str, object]] = ("human-monitor-command", {"command-line": "info registers"})
-        replies = qmp(qmp_socket, what, ("stop", {}), show)
-    finally:
-        qmp(qmp_socket, f"resume after trying to {what}", ("cont", {}))
-    return str(replies[1])
-
-
-def set_netdev_link(qmp_socket: Path, index: int, up: bool, what: str) -> None:
-    """Drop or restore carrier on the ``index``-th link NIC of the VM behind ``qmp_socket``,
-    as pulling or replugging its cable would (QEMU's ``set_link``).
-
-    The guest sees NO-CARRIER and nothing else: its address, routes,
-    shaping and RDMA device stay, and what it sends meanwhile is lost on
-    the wire.  (``ip link set down`` inside the guest is harsher: it
-    deletes the routes, so rxe's sends fail at once and, on Linux 6.1, can
-    leave its QP 1 deaf to every later connection request.)
-    """
-    qmp(qmp_socket, f"set {what} {'up' if up else 'down'}", ("set_link", {"name": f"n{index}", "up": up}))
-
-
-def press_reset(qmp_socket: Path, what: str) -> None:
-    """Press the machine's reset button: the guest boots again in the same QEMU process, so its
-    sockets, links and captures stay.
-
-    VMs run with ``-no-reboot`` (a guest that panics or reboots itself ends
-    its QEMU, which the lab sees), and under it QEMU turns a reset into a
-    shutdown.  So the reboot action is reset from here until ``keep_no_reboot``
-    puts it back, once the new boot has come up: the firmware resets the
-    machine twice more on its way (QEMU 7.2, SeaBIOS), and under the old action that ended QEMU.
-    """
-    qmp(qmp_socket, f"reset {what}", ("set-action", {"reboot": "reset"}), ("system_reset", {}))
-
-
-def keep_no_reboot(qmp_socket: Path, what: str) -> None:
-    """A reboot ends QEMU again, as ``-no-reboot`` said at start (see ``press_reset``)."""
-    qmp(qmp_socket, f"restore -no-reboot for {what}", ("set-action", {"reboot": "shutdown"}))
-
-
 @dataclass(frozen=True)
 class NicSpec:
     """One end of a link: a virtio-net NIC joined to its peer by unix datagrams."""
@@ -289,11 +224,19 @@ class Vm:
         return self.process.pid if self.process else None
 
     def command(self) -> list[str]:
-        s = self.spec
+        """QEMU's argv for this VM: the machine, then one NIC per link end, then the management
+        NIC; each part apart so that a reader sees which options come from where."""
         if self.accel == "kvm" and icount_shift() is not None:
             raise SanlabError(f"${ICOUNT} counts instructions under TCG only: run with SANLAB_ACCEL=tcg")
+        argv = self._machine_args() + self._link_args() + self._management_args()
+        return argv + (["-incoming", "defer"] if self.incoming else [])
+
+    def _machine_args(self) -> list[str]:
+        """The machine itself: accelerator, CPUs and memory, the guest's kernel, and the serial
+        console, agent channel and RNG every guest has; nothing that depends on its links."""
+        s = self.spec
         accel = ["-accel", "kvm", "-cpu", "host"] if self.accel == "kvm" else tcg_accel()
-        argv = [
+        return [
             self.qemu,
             "-name",
             f"sanlab-{self.name},debug-threads=on",
@@ -337,7 +280,12 @@ class Vm:
             "-device",
             "vmgenid,guid=auto",
         ]
-        for i, nic in enumerate(s.nics):
+
+    def _link_args(self) -> list[str]:
+        """One NIC per link end, joined to its peer by a pair of datagram sockets, and the
+        capture QEMU writes of it when the link is captured."""
+        argv: list[str] = []
+        for i, nic in enumerate(self.spec.nics):
             argv += [
                 "-netdev",
                 f"dgram,id=n{i},local.type=unix,local.path={nic.local_socket},"
@@ -348,14 +296,19 @@ class Vm:
             if nic.capture is not None:
                 limit = f",maxlen={nic.snaplen}" if nic.snaplen else ""
                 argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}{limit}"]
-        if s.ssh_port is not None:
-            argv += [
-                "-netdev",
-                f"user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:{s.ssh_port}-:22",
-                "-device",
-                f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
-            ]
-        return argv + (["-incoming", "defer"] if self.incoming else [])
+        return argv
+
+    def _management_args(self) -> list[str]:
+        """The SSH port forwarded from 127.0.0.1 to the guest, when the VM is to be reached
+        over SSH (its own user-mode NIC, restricted to that forward); else nothing."""
+        if self.spec.ssh_port is None:
+            return []
+        return [
+            "-netdev",
+            f"user,id=mgmt,restrict=on,hostfwd=tcp:127.0.0.1:{self.spec.ssh_port}-:22",
+            "-device",
+            f"virtio-net-pci,netdev=mgmt,mac={MGMT_MAC}",
+        ]
 
     def start(self) -> None:
         self._remove_sockets()

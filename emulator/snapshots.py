@@ -49,6 +49,7 @@ from pathlib import Path
 
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator.images import Image, cache_root
+from sanlab.emulator.monitor import qmp
 from sanlab.emulator.qemu import (
     NicSpec,
     Vm,
@@ -57,7 +58,6 @@ from sanlab.emulator.qemu import (
     extra_kernel_args,
     icount_shift,
     qemu_binary,
-    qmp,
     version_line,
 )
 from sanlab.scenarios.errors import SanlabError

@@ -5,7 +5,7 @@ validation, the emulator's tool and module checks, the targets' recipes, the
 model and the analyser read these objects; none of them branches on a
 transport's, fabric's or stack's name (tests/test_registry.py parses the code
 to hold that).  A new transport variant is one entry here, the regenerated
-schema.json, its message ladder (models/transports.py), its costs
+schema.json, its message ladder (models/core/transports.py), its costs
 (models/stacks.yaml) and its tests: scenarios/README.md lists what else a
 variant may touch.
 
@@ -63,6 +63,14 @@ class Stack:
     # The calibrated stack whose costs the model borrows when this one has none of its own
     # (the most similar one; models/README.md says why each pairing is fair).
     stand_in: str = ""
+    # The kernel config options the stack itself needs (its core and configfs); set only for
+    # the stacks that run inside the kernel, whose transports' ``target_options`` then apply.
+    kernel_options: tuple[str, ...] = ()
+
+    @property
+    def in_kernel(self) -> bool:
+        """The target runs in the kernel (LIO, nvmet), not as a process (tgt)."""
+        return bool(self.kernel_options)
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,11 @@ class Transport:
     # Every queue inside that channel: TLS is the transport, not a target's choice (a variant
     # such as NVMe/TCP-in-TLS as a transport of its own); the schema turns ``tls`` on for it.
     always_tls: bool = False
+    # The kernel config options its Linux initiator needs, and those its in-kernel target needs
+    # when a stack inside the kernel serves it (``Stack.in_kernel``: LIO, nvmet; tgt is a
+    # process and needs none): what a kernel a user brings is checked for before it boots.
+    kernel_options: tuple[str, ...] = ()
+    target_options: tuple[str, ...] = ()
     # What carries a SCSI command on the wire before its CDB, as a ladder names it ("SRP_CMD: ").
     command_envelope: str = ""
     # What a ladder calls the target's answer to a command.
@@ -149,6 +162,7 @@ STACKS: dict[str, Stack] = {
             shared=("iscsi", "iser"),
             multipath=True,
             stand_in="scst",
+            kernel_options=("CONFIG_CONFIGFS_FS", "CONFIG_TARGET_CORE"),
         ),
         Stack(
             "tgt",
@@ -169,6 +183,7 @@ STACKS: dict[str, Stack] = {
             shared=("nvme-tcp", "nvme-rdma"),
             multipath=True,
             stand_in="spdk",
+            kernel_options=("CONFIG_CONFIGFS_FS", "CONFIG_NVME_TARGET"),
         ),
         Stack("scst", "SCST", emulated=False, configfs=False, stand_in="lio"),
         Stack("spdk", "SPDK", emulated=False, configfs=False, stand_in="nvmet"),
@@ -203,8 +218,22 @@ GUESTS: dict[str, Guest] = {
 # The guest a scenario boots unless it says otherwise: the one every test passes on.
 DEFAULT_GUEST: GuestName = "debian-12"
 
-# The kernel module of each soft-RDMA driver.
+# The kernel module of each soft-RDMA driver, and the config option that builds it.
 SOFT_RDMA_MODULES = {"rxe": "rdma_rxe", "siw": "siw"}
+SOFT_RDMA_OPTIONS = {"rxe": "CONFIG_RDMA_RXE", "siw": "CONFIG_RDMA_SIW"}
+
+# What else a kernel must be built with, by what needs it (each option =y or =m).  A guest
+# boots from an initramfs (init mounts devtmpfs), talks to sanlab over virtio-serial, cables
+# are virtio NICs, captures and Mininet use packet sockets.
+GUEST_KERNEL_OPTIONS = (
+    "CONFIG_BLK_DEV_INITRD", "CONFIG_DEVTMPFS", "CONFIG_VIRTIO_PCI", "CONFIG_VIRTIO_NET",
+    "CONFIG_VIRTIO_CONSOLE", "CONFIG_UNIX", "CONFIG_PACKET",
+)  # fmt: skip
+RDMA_KERNEL_OPTIONS = ("CONFIG_INFINIBAND", "CONFIG_INFINIBAND_USER_ACCESS", "CONFIG_INFINIBAND_ADDR_TRANS")
+SHAPING_KERNEL_OPTIONS = ("CONFIG_NET_SCH_NETEM", "CONFIG_NET_SCH_TBF")  # a link's delay, loss, rate
+NVME_TLS_KERNEL_OPTIONS = ("CONFIG_TLS", "CONFIG_NVME_TCP_TLS", "CONFIG_NVME_TARGET_TCP_TLS")
+NVME_AUTH_KERNEL_OPTIONS = ("CONFIG_NVME_HOST_AUTH", "CONFIG_NVME_TARGET_AUTH")
+DM_MULTIPATH_KERNEL_OPTIONS = ("CONFIG_BLK_DEV_DM", "CONFIG_DM_MULTIPATH")
 
 _SCSI_MAX = 512 << 10  # open-iscsi's and ib_srp's max_sectors
 _NVME_MAX = 128 << 10  # the NVMe-oF hosts' default max_hw_sectors
@@ -217,6 +246,7 @@ TRANSPORTS: dict[str, Transport] = {
             ("lio", "tgt", "scst", "spdk"), ("lio", "tgt"), digests=True, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi", initiator_tools=("iscsiadm",),
             modules=("iscsi_tcp", "iscsi_target_mod"), multipath="dm-multipath", response="SCSI Response",
+            kernel_options=("CONFIG_ISCSI_TCP",), target_options=("CONFIG_ISCSI_TARGET",),
             tcp_ports=ports.ISCSI_TCP_PORTS,
         ),
         Transport(
@@ -224,18 +254,21 @@ TRANSPORTS: dict[str, Transport] = {
             ("lio", "tgt", "scst"), ("lio",), digests=False, chap=True, sessions=True,
             max_transfer=_SCSI_MAX, initiator="open-iscsi (iSER)", initiator_tools=("iscsiadm",),
             modules=("ib_iser", "ib_isert"), multipath="dm-multipath", response="SCSI Response",
+            kernel_options=("CONFIG_INFINIBAND_ISER",), target_options=("CONFIG_INFINIBAND_ISERT",),
         ),
         Transport(
             "srp", "SRP", "scsi", "rdma", ports.SRP_PORT, ("ib", "roce"),
             ("lio", "scst"), (), digests=False, chap=False, sessions=False,
             max_transfer=_SCSI_MAX, initiator="ib_srp", initiator_tools=(),
             modules=("ib_srp", "ib_srpt"), command_envelope="SRP_CMD: ", response="SRP_RSP",
+            kernel_options=("CONFIG_INFINIBAND_SRP",), target_options=("CONFIG_INFINIBAND_SRPT",),
         ),
         Transport(
             "nvme-tcp", "NVMe/TCP", "nvme", "tcp", ports.NVME_PORT, ("eth", "iwarp"),
             ("nvmet", "spdk"), ("nvmet",), digests=True, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-tcp)", initiator_tools=("nvme",),
             modules=("nvme_tcp", "nvmet_tcp"), multipath="native", tls=True,
+            kernel_options=("CONFIG_NVME_TCP",), target_options=("CONFIG_NVME_TARGET_TCP",),
             tcp_ports=(ports.NVME_PORT,),
         ),
         Transport(
@@ -243,6 +276,7 @@ TRANSPORTS: dict[str, Transport] = {
             ("nvmet", "spdk"), ("nvmet",), digests=False, chap=False, sessions=False,
             max_transfer=_NVME_MAX, initiator="nvme-cli (nvme-rdma)", initiator_tools=("nvme",),
             modules=("nvme_rdma", "nvmet_rdma"), multipath="native",
+            kernel_options=("CONFIG_NVME_RDMA",), target_options=("CONFIG_NVME_TARGET_RDMA",),
         ),
     )
 }  # fmt: skip

@@ -53,6 +53,7 @@ __all__ = [
     "Fabric",
     "Fault",
     "Host",
+    "KernelGuest",
     "Label",
     "Link",
     "Projection",
@@ -69,13 +70,24 @@ __all__ = [
 ]
 
 
+class KernelGuest(Strict):
+    """A guest that boots a kernel sanlab did not ship, in place of its Debian kernel: a kernel
+    package (``linux-image-*.deb``) or a built tree (``bzImage``, ``.config`` and the modules
+    of ``make modules_install INSTALL_MOD_PATH=<tree>``).  The user space is ``base``'s.
+    A relative path is read from the current directory; sanlab only reads it."""
+
+    kernel: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\n\r]+$")]
+    base: GuestName = DEFAULT_GUEST
+
+
 class Scenario(Strict):
     """A whole lab: hosts, links, targets, workloads, capture and projections."""
 
     name: Label | None = None
     description: Annotated[str, Field(max_length=2000)] = ""
-    # The guest image every VM boots (scenarios/registry.py's GUESTS).
-    guest: GuestName = DEFAULT_GUEST
+    # The guest image every VM boots (scenarios/registry.py's GUESTS), or one of them with a
+    # kernel the user brings.
+    guest: GuestName | KernelGuest = DEFAULT_GUEST
     hosts: Annotated[list[Host], Field(max_length=MAX_HOSTS)] = []
     switches: Annotated[list[Switch], Field(max_length=MAX_SWITCHES)] = []
     links: Annotated[list[Link], Field(max_length=64)] = []
@@ -85,6 +97,16 @@ class Scenario(Strict):
     faults: Annotated[list[Fault], Field(max_length=16)] = []
     background: Annotated[list[Flow], Field(max_length=8)] = []
     projections: Annotated[list[Projection], Field(max_length=256)] = []
+
+    @property
+    def guest_name(self) -> GuestName:
+        """The guest whose user space the VMs boot (and whose kernel, unless one is brought)."""
+        return self.guest.base if isinstance(self.guest, KernelGuest) else self.guest
+
+    @property
+    def kernel(self) -> str | None:
+        """The kernel file or tree the user brings, as written; None: the guest's own."""
+        return self.guest.kernel if isinstance(self.guest, KernelGuest) else None
 
     @cached_property
     def plan(self) -> Plan:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.models import published
+from sanlab.models.core import published
 
 FAST_TIER = os.environ.get("SANLAB_TIER") == "fast"
 

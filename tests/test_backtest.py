@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.models.calibrate import evaluate, load_raw, table_for
-from sanlab.models.calibrate_studies import calibrate
-from sanlab.models.metrics import mape
-from sanlab.models.profile import STACKS, load_profile
+from sanlab.models.calibration.calibrate import evaluate, load_raw, table_for
+from sanlab.models.calibration.calibrate_studies import calibrate
+from sanlab.models.core.metrics import mape
+from sanlab.models.core.profile import STACKS, load_profile
 from support import REPO
 
 

@@ -239,7 +239,7 @@ def test_a_monitor_that_hangs_up_is_one_error_not_an_eof(tmp_path):
     import socket
     import threading
 
-    from sanlab.emulator.qemu import qmp
+    from sanlab.emulator.monitor import qmp
 
     path = tmp_path / "qmp.sock"
     server = socket.socket(socket.AF_UNIX)

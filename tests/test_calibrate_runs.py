@@ -27,12 +27,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.models.calibrate_runs import calibrate_runs, read_cells, starting_profile, write_profile
-from sanlab.models.network import Point, build
-from sanlab.models.params import get_param, set_param
-from sanlab.models.profile import clear_cache, load_profile
-from sanlab.models.project import project_point
-from sanlab.models.simulate import Settings, simulate
+from sanlab.models.calibration.calibrate_runs import (
+    calibrate_runs,
+    read_cells,
+    starting_profile,
+    write_profile,
+)
+from sanlab.models.core.network import Point, build
+from sanlab.models.core.params import get_param, set_param
+from sanlab.models.core.profile import clear_cache, load_profile
+from sanlab.models.core.project import project_point
+from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
 
 NOISE = 0.02
@@ -245,7 +250,7 @@ def test_records_no_run_could_make_are_refused_in_one_line(tmp_path, change, mes
 
 
 def test_a_folder_named_many_times_is_read_once_and_too_many_records_are_refused_at_once(tmp_path):
-    from sanlab.models.calibrate_runs import MAX_RECORDS, unique_folders
+    from sanlab.models.calibration.calibrate_runs import MAX_RECORDS, unique_folders
 
     run = write_run(tmp_path / "run", cells("starwind-2024")[:2])
     said: list[str] = []
@@ -301,7 +306,7 @@ def test_the_cli_writes_a_profile_that_model_then_uses(profiles, tmp_path):
 
 def test_a_host_written_by_hand_wakes_up_as_every_shipped_one(profiles):
     """Issue #47: a user's host without ``from:`` woke in 0 us, every shipped one in 2 us."""
-    from sanlab.models.profile import WAKEUP_US, profile_names
+    from sanlab.models.core.profile import WAKEUP_US, profile_names
 
     mine = load_profile("user-lab")
     assert mine.initiator.wakeup_us == mine.target.wakeup_us == WAKEUP_US == 2.0

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sanlab.main import cli
-from sanlab.models import report
+from sanlab.models.core import report
 from sanlab.scenarios.results.records import ResultRecord
 from support import REPO
 
@@ -42,7 +42,7 @@ def test_the_starwind_chart_has_no_panel_of_one_bar(tmp_path, monkeypatch):
 
 def _pareto_figure(monkeypatch, rows, front, goals):
     """Draw the sweep's chart and keep the Matplotlib figure to look into."""
-    from sanlab.models import sweep_goals
+    from sanlab.models.sweeps import sweep_goals
     from sanlab.scenarios import writing
 
     kept = []
@@ -55,7 +55,7 @@ def _pareto_figure(monkeypatch, rows, front, goals):
 
 
 def test_the_pareto_chart_shows_every_objective_the_goal_and_fades_the_rest(monkeypatch):
-    from sanlab.models.sweep_goals import meeting, pareto_front
+    from sanlab.models.sweeps.sweep_goals import meeting, pareto_front
 
     rows = [
         {

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sanlab.models import checks
-from sanlab.models.calibrate import SOLVER_FLOOR, load_raw
-from sanlab.models.network import build
-from sanlab.models.profile import load_profile
-from sanlab.models.published import from_posts, read_rows
+from sanlab.models.calibration import checks
+from sanlab.models.calibration.calibrate import SOLVER_FLOOR, load_raw
+from sanlab.models.core.network import build
+from sanlab.models.core.profile import load_profile
+from sanlab.models.core.published import from_posts, read_rows
 from sanlab.scenarios.errors import SanlabError
 
 
@@ -200,7 +200,7 @@ POST_ROWS = (
 def test_a_posts_table_is_read_through_the_profiles_select(tmp_path):
     """A post's row becomes a 4 KiB random read on the link the profile assumes, polled where
     fio used hipri; only the rows the select names are taken."""
-    from sanlab.models.published import load_table
+    from sanlab.models.core.published import load_table
 
     table = tmp_path / "posts.csv"
     table.write_text(POST_HEADER + POST_ROWS)

@@ -1,4 +1,4 @@
-"""A held-out cell against its projection's 95 % interval (models/coverage.py).
+"""A held-out cell against its projection's 95 % interval (models/calibration/coverage.py).
 
 The interval is what a projection admits it does not know; these tests
 check it means that: a cell's interval widens when the cells that pinned
@@ -16,9 +16,9 @@ from dataclasses import replace
 
 import pytest
 
-from sanlab.models.calibrate import SOLVER_FLOOR, evaluate, load_raw, solve
-from sanlab.models.calibrate_studies import joint_task, load_studies
-from sanlab.models.coverage import (
+from sanlab.models.calibration.calibrate import SOLVER_FLOOR, evaluate, load_raw, solve
+from sanlab.models.calibration.calibrate_studies import joint_task, load_studies
+from sanlab.models.calibration.coverage import (
     Z95,
     Band,
     bands,
@@ -27,10 +27,10 @@ from sanlab.models.coverage import (
     model_error,
     unpinned_error,
 )
-from sanlab.models.network import Point
-from sanlab.models.project import project_point
-from sanlab.models.simulate import Settings
-from sanlab.models.uncertainty import Spread, load_posterior
+from sanlab.models.core.network import Point
+from sanlab.models.core.project import project_point
+from sanlab.models.core.simulate import Settings
+from sanlab.models.core.uncertainty import Spread, load_posterior
 from support import REPO
 
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from sanlab.emulator.cpuflags import impossible, live_flags, saved_flags
-from sanlab.emulator.qemu import paused_registers
+from sanlab.emulator.monitor import paused_registers
 from support import require_tool
 
 

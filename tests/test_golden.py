@@ -19,7 +19,7 @@ import pytest
 from test_dissectors import tshark_json
 
 from sanlab.dissectors.analyze import Analysis, analyze
-from sanlab.models.transports import recipe, stack_params, wire_cost
+from sanlab.models.core.transports import recipe, stack_params, wire_cost
 from support import REPO
 
 pytestmark = pytest.mark.tshark
@@ -36,7 +36,7 @@ CAPTURES = {
     "nvme-tcp": ("nvme-tcp", "eth", "nvmet"),
 }
 # The acceptance is 2 %.  The model's segments and ACKs follow the stacks'
-# send calls and Linux's receiver (models/wire.py); what remains is timing the
+# send calls and Linux's receiver (models/core/wire.py); what remains is timing the
 # model leaves out (see dissectors/README.md): at most 0.8 % on these captures.
 TOLERANCE = {"eth": 0.015, "iwarp": 0.015, "roce": 0.005}
 QD4_TOLERANCE = 0.02  # the issue's acceptance: the segments and ACKs of overlapping I/Os vary more

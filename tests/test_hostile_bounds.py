@@ -25,9 +25,9 @@ from test_bad_inputs import deadline, error_lines
 
 from sanlab.commands_lab import exit_status
 from sanlab.main import cli
-from sanlab.models import sweep_run
-from sanlab.models.project import MAX_MODEL_POINTS, check_size, jobs, point_count
-from sanlab.models.sweep import MAX_POINTS
+from sanlab.models.core.project import MAX_MODEL_POINTS, check_size, jobs, point_count
+from sanlab.models.sweeps import sweep_run
+from sanlab.models.sweeps.sweep import MAX_POINTS
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from support import REPO
@@ -211,7 +211,7 @@ def test_sweep_past_the_points_cap_is_one_line_before_the_folder(tmp_path, value
 
 
 def test_sweep_at_the_points_cap_is_not_refused_by_it(tmp_path):
-    from sanlab.models.sweep import grid_size, load_spec
+    from sanlab.models.sweeps.sweep import grid_size, load_spec
 
     assert grid_size(load_spec(_spec(tmp_path, _wide(447, 2)))) == 199_809 <= MAX_POINTS
 

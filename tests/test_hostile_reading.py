@@ -165,7 +165,7 @@ def test_a_bad_image_manifest_is_listed_as_unreadable(
     assert "abcd1234" in line and "image manifest" in line
 
 
-# --- profiles and their fits (models/profile.py) --------------------------------------------
+# --- profiles and their fits (models/core/profile.py) --------------------------------------------
 
 BASE_PROFILE = yaml.safe_load((REPO / "models" / "profiles" / "modern-100g.yaml").read_text())
 
@@ -264,7 +264,7 @@ def _profile_cases() -> list[Case]:
     return cases
 
 
-# --- calibration tables (models/published.py) -----------------------------------------------
+# --- calibration tables (models/core/published.py) -----------------------------------------------
 
 ZETA_HEADER = "transport,fabric,link_gbps,rw,bs,iodepth,numjobs,iops,bw_mibps\n"
 ZETA_ROW = "iscsi,eth,10,randread,4k,32,1,75482,294.9\n"
@@ -610,7 +610,11 @@ ALLOWED = {
         "read_bytes",
     ): "an installed plugin, stat'ed regular and of the same size",
     ("dissectors/rawframes.py", "frames_of", "Path.open"): "a capture the analyser checked regular, streamed",
-    ("models/sweep_run.py", "done", "open"): "the journal the manifest names, each line through parse_json",
+    (
+        "models/sweeps/sweep_run.py",
+        "done",
+        "open",
+    ): "the journal the manifest names, each line through parse_json",
 }
 
 

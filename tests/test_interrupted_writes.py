@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from sanlab.models import sweep_run
-from sanlab.models.sweep import expand, load_spec
+from sanlab.models.sweeps import sweep_run
+from sanlab.models.sweeps.sweep import expand, load_spec
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.results import outdir
 from sanlab.scenarios.results.outdir import OutputFolder

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.models import mva
-from sanlab.models.network import Point, build
-from sanlab.models.profile import STACKS_FILE, Profile, load_profile, parse_stacks, profile_path
-from sanlab.models.project import project_point
-from sanlab.models.simulate import Settings, simulate
+from sanlab.models.core import mva
+from sanlab.models.core.network import Point, build
+from sanlab.models.core.profile import STACKS_FILE, Profile, load_profile, parse_stacks, profile_path
+from sanlab.models.core.project import project_point
+from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.errors import ScenarioError
 
 LINK_BOUND = Point("iser", "roce", 40, "randread", 65536, 32, 1, profile="zeta-2016")
@@ -89,7 +89,7 @@ def test_profile_refuses_typos(tmp_path):
 
 
 def test_every_profile_loads_and_has_a_nic_for_its_fabrics():
-    from sanlab.models.profile import profile_names
+    from sanlab.models.core.profile import profile_names
 
     for name in profile_names():
         profile = load_profile(name)
@@ -185,9 +185,9 @@ def test_digests_cost_crc32c_cpu_per_byte_on_both_sides(stack, library):
 
 
 def test_a_pcie_slot_gives_the_nic_its_dma_rate():
-    from sanlab.models.pcie import pcie_gbps
+    from sanlab.models.core.pcie import pcie_gbps
 
-    # The specification's accounting (models/pcie.py): Gen3 x16 at a 256-byte MPS is
+    # The specification's accounting (models/core/pcie.py): Gen3 x16 at a 256-byte MPS is
     # 126.0 Gb/s coded, 113.7 left for TLPs after Ack/UpdateFC DLLPs every 168 bytes and
     # SKP sets, and 256 of every 280 bytes of a write are data.
     assert pcie_gbps(3, 16) == pytest.approx(104.0, abs=0.1)
@@ -202,21 +202,21 @@ def test_the_gen3_x8_physics_brackets_the_rate_the_zeta_table_fits():
     """The ConnectX-3's slot rate is fitted to Zeta's 56 Gb/s cells (64 KiB iSER and SRP near
     48 Gb/s of data); the accounting for its Gen3 x8 slot at the two usual payload sizes
     brackets it, so the fit lands where the physics allows."""
-    from sanlab.models.pcie import pcie_gbps
+    from sanlab.models.core.pcie import pcie_gbps
 
     fitted = load_profile("zeta-2016").nic_for("ib", 56).pcie_gbps
     assert pcie_gbps(3, 8, mps=128) < fitted < pcie_gbps(3, 8, mps=256)
 
 
 def test_a_slot_the_accounting_does_not_know_is_refused_by_name():
-    from sanlab.models.profile import Nic
+    from sanlab.models.core.profile import Nic
 
     with pytest.raises(ValueError, match="mps"):
         Nic(name="x", fabrics=["eth"], link_gbps=[100], pcie={"gen": 3, "lanes": 8, "mps": 1024})
 
 
 def test_line_rate_reads_scale_with_the_link_up_to_400g():
-    from sanlab.models.profile import clear_cache
+    from sanlab.models.core.profile import clear_cache
 
     clear_cache()
     bounds = [
@@ -236,7 +236,7 @@ def test_the_refusal_names_a_shipped_profile_that_can_carry_the_link():
 def test_the_documented_machine_you_do_not_have_yet_loads_and_projects():
     """docs/examples/epyc-cx6dx.yaml, shown in models/README.md: its slot gives the NIC's rate,
     its core design scales the stacks, and a link faster than its NIC is refused by name."""
-    from sanlab.models.pcie import pcie_gbps
+    from sanlab.models.core.pcie import pcie_gbps
 
     path = str(Path(__file__).resolve().parents[1] / "docs" / "examples" / "epyc-cx6dx.yaml")
     profile = load_profile(path)

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sanlab.models import mva
-from sanlab.models.limits import caps
-from sanlab.models.network import Network, Point, build
-from sanlab.models.simulate import simulate
+from sanlab.models.core import mva
+from sanlab.models.core.limits import caps
+from sanlab.models.core.network import Network, Point, build
+from sanlab.models.core.simulate import simulate
 from sanlab.scenarios.registry import TRANSPORTS
 
 PAIRS = [(t.name, f) for t in TRANSPORTS.values() for f in t.fabrics]

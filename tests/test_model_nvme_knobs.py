@@ -40,11 +40,11 @@ def test_nvme_with_both_knobs_projects():
 
 def test_every_solver_counts_a_polling_job_s_core_as_busy():
     """The simulator, the fit's MVA and a sweep's MVA count CPU % one way (Network.cpu_pct)."""
-    from sanlab.models import mva
-    from sanlab.models.calibrate import busy_pct
-    from sanlab.models.network import Point, build
-    from sanlab.models.simulate import simulate
-    from sanlab.models.sweep import _by_mva
+    from sanlab.models.calibration.calibrate import busy_pct
+    from sanlab.models.core import mva
+    from sanlab.models.core.network import Point, build
+    from sanlab.models.core.simulate import simulate
+    from sanlab.models.sweeps.sweep import _by_mva
 
     net = build(Point("nvme-rdma", "roce", 100, "randread", 4096, 1, 4, poll=True))
     floor = net.spinning_pct

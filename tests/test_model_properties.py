@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sanlab.models import mva
-from sanlab.models.budget import qd1_budget
-from sanlab.models.network import Point, build, connections, packet_batch
-from sanlab.models.profile import Switch, load_profile
-from sanlab.models.simulate import Settings, simulate
+from sanlab.models.core import mva
+from sanlab.models.core.budget import qd1_budget
+from sanlab.models.core.network import Point, build, connections, packet_batch
+from sanlab.models.core.profile import Switch, load_profile
+from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.registry import TRANSPORTS
 
 PAIRS = [(t.name, f) for t in TRANSPORTS.values() for f in t.fabrics]
@@ -237,7 +237,7 @@ def test_a_named_switch_is_a_hop_of_its_own_each_way():
 
 def test_a_newer_core_runs_the_same_stack_cycles_faster_by_its_factor():
     """Costs are Skylake-equivalent cycles: a Sapphire Rapids core at the same clock does more per cycle."""
-    from sanlab.models.cores import core_factor
+    from sanlab.models.core.cores import core_factor
 
     point = Point("iscsi", "eth", 100, "randread", 4096, 1, 1)
     profile = load_profile(point.profile)

@@ -1,4 +1,4 @@
-"""The path-length table's loader (models/paths.py) and the benchmark's arithmetic
+"""The path-length table's loader (models/core/paths.py) and the benchmark's arithmetic
 (benchmarks/path_profile.py): what the table holds, and that a broken table is one line."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.models import paths
-from sanlab.models.paths import COLUMNS, GROUPS, SIDES, host_groups, load_paths, nic_groups, write_rows
+from sanlab.models.core import paths
+from sanlab.models.core.paths import COLUMNS, GROUPS, SIDES, host_groups, load_paths, nic_groups, write_rows
 from sanlab.scenarios.errors import SanlabError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))

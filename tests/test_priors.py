@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sanlab.models.calibrate import fit, load_raw, solve, table_for
-from sanlab.models.calibrate_studies import joint_task, load_studies, stacks_raw, study_names
-from sanlab.models.priors import PRIOR_WEIGHT, RANGE_SIGMAS, Prior, load_priors
-from sanlab.models.uncertainty import load_posterior, unfitted_priors
+from sanlab.models.calibration.calibrate import fit, load_raw, solve, table_for
+from sanlab.models.calibration.calibrate_studies import joint_task, load_studies, stacks_raw, study_names
+from sanlab.models.core.priors import PRIOR_WEIGHT, RANGE_SIGMAS, Prior, load_priors
+from sanlab.models.core.uncertainty import load_posterior, unfitted_priors
 from sanlab.scenarios.errors import SanlabError
 
 
@@ -22,7 +22,7 @@ def test_every_parameter_a_shipped_profile_fits_has_a_sourced_prior():
     fitted |= {f"stacks.{name}" for name in stacks_raw()["calibration"]["fit"]}
     assert fitted and fitted <= set(priors), sorted(fitted - set(priors))
     # A prior no profile fits is not idle: the range tries it at both ends of its range, since
-    # the data leave all of it open (models/uncertainty.py).  Every such prior must be one.
+    # the data leave all of it open (models/core/uncertainty.py).  Every such prior must be one.
     posterior = load_posterior()
     assert posterior is not None
     candidates = set(unfitted_priors(posterior))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from sanlab.models.cores import REFERENCE_CORE, load_cores
-from sanlab.models.profile import clear_cache, load_profile, profile_path
+from sanlab.models.core.cores import REFERENCE_CORE, load_cores
+from sanlab.models.core.profile import clear_cache, load_profile, profile_path
 from sanlab.scenarios.errors import ScenarioError
 
 
@@ -40,9 +40,9 @@ def test_core_is_a_what_if_like_cores(tmp_path):
     """--core golden-cove: the same machine on Sapphire Rapids cores; a CPU-bound point gains its factor."""
     from dataclasses import replace
 
-    from sanlab.models import mva
-    from sanlab.models.cores import core_factor
-    from sanlab.models.network import Point, build
+    from sanlab.models.core import mva
+    from sanlab.models.core.cores import core_factor
+    from sanlab.models.core.network import Point, build
 
     point = Point("iscsi", "eth", 100, "randread", 4096, 1, 1)
     newer = replace(point, core="golden-cove")
@@ -59,7 +59,7 @@ def test_an_unknown_core_in_a_scenario_or_a_sweep_is_refused_before_projecting(t
     import subprocess
     import sys
 
-    from sanlab.models.sweep import _value_problem
+    from sanlab.models.sweeps.sweep import _value_problem
 
     path = tmp_path / "c.yaml"
     path.write_text(

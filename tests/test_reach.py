@@ -1,17 +1,18 @@
-"""How far the published tables reach, and the note a projection past them carries (models/reach.py)."""
+"""How far the published tables reach, and the note a projection past them carries (models/core/reach.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from sanlab.models import checks, reach
-from sanlab.models.calibrate import evaluate, load_raw, table_for
-from sanlab.models.calibrate_studies import check_write, study_names
-from sanlab.models.network import Point
-from sanlab.models.profile import load_profile
-from sanlab.models.project import project_point
-from sanlab.models.published import Measured
-from sanlab.models.report import Cell, text_table
+from sanlab.models.calibration import checks
+from sanlab.models.calibration.calibrate import evaluate, load_raw, table_for
+from sanlab.models.calibration.calibrate_studies import check_write, study_names
+from sanlab.models.core import reach
+from sanlab.models.core.network import Point
+from sanlab.models.core.profile import load_profile
+from sanlab.models.core.project import project_point
+from sanlab.models.core.published import Measured
+from sanlab.models.core.report import Cell, text_table
 from sanlab.scenarios.errors import SanlabError
 
 EDGE = {"nvme-tcp": reach.Reach(gbytes_per_s=7.0, job_gbytes_per_s=2.0)}

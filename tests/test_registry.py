@@ -25,7 +25,7 @@ LAYERS = ("cli", "scenarios", "emulator", "targets", "models", "dissectors")
 # message ladders, the analyser's decoders, which name what they saw on the wire.
 RECIPES = {
     "targets/stacks.py",
-    "models/transports.py",
+    "models/core/transports.py",
     "dissectors/attribute.py",
     "dissectors/frames.py",
 }
@@ -35,7 +35,7 @@ NAMES = frozenset((*TRANSPORTS, *FABRICS, *STACKS, registry.LOCAL.name, registry
 
 def _constants(source: str) -> dict[str, str]:
     """A module's own constants that spell a registry name (``LOCAL = "local"``): a branch on
-    one is a branch on the name, as models/network.py's LOCAL was."""
+    one is a branch on the name, as models/core/network.py's LOCAL was."""
     found = {}
     for node in ast.parse(source).body:
         value = node.value if isinstance(node, ast.Assign) else None
@@ -155,7 +155,7 @@ def test_a_planted_branch_is_reported(tmp_path):
         "def f(point):\n    if point.transport == 'local':\n        return 0\n    return 1\n"
     )
     (tmp_path / "emulator" / "fine.py").write_text("def g(t):\n    return TRANSPORTS[t].rdma\n")
-    # A constant spelling a name, imported and branched on elsewhere (models/network.py's LOCAL).
+    # A constant spelling a name, imported and branched on elsewhere (models/core/network.py's LOCAL).
     (tmp_path / "models" / "kinds.py").write_text('LOCAL = "local"\n')
     (tmp_path / "models" / "user.py").write_text(
         "from sanlab.models.kinds import LOCAL\n\nlocal = [r for r in rows if r.transport != LOCAL]\n"
@@ -185,14 +185,14 @@ def test_the_command_lines_choices_are_the_registrys():
 
 def test_the_model_builds_every_transport_and_the_emulator_checks_its_modules():
     from sanlab.emulator.machines import MODULES
-    from sanlab.models.transports import _BUILDERS
+    from sanlab.models.core.transports import _BUILDERS
 
     assert set(_BUILDERS) == set(TRANSPORTS)
     assert set(MODULES) == {m for t in TRANSPORTS.values() for m in t.modules}
 
 
 def test_the_sweeps_options_are_the_schemas_projection_fields():
-    from sanlab.models.sweep import PROJECTION_KEYS
+    from sanlab.models.sweeps.sweep import PROJECTION_KEYS
 
     assert set(PROJECTION_KEYS) == set(schema.Projection.model_fields) - {"label", "initiators"}
 
@@ -221,9 +221,9 @@ def test_every_projection_field_is_a_model_option_and_reaches_the_models_point()
     from dataclasses import fields
 
     from sanlab.commands_model import model
-    from sanlab.models.cores import load_cores
-    from sanlab.models.network import Point
-    from sanlab.models.project import CARRIED, WORKED_OUT, jobs
+    from sanlab.models.core.cores import load_cores
+    from sanlab.models.core.network import Point
+    from sanlab.models.core.project import CARRIED, WORKED_OUT, jobs
     from sanlab.scenarios.loader import parse_scenario
     from sanlab.scenarios.schema import Projection
 
@@ -272,7 +272,7 @@ def test_a_transport_always_inside_tls_is_one_registry_fact(monkeypatch):
     all follow from the flag they read already.  Here NVMe/TCP stands in for such a variant."""
     from dataclasses import replace
 
-    from sanlab.models.project import jobs
+    from sanlab.models.core.project import jobs
     from sanlab.scenarios.errors import ScenarioError
     from sanlab.scenarios.loader import parse_scenario
 

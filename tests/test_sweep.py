@@ -16,11 +16,11 @@ import yaml
 from click.testing import CliRunner
 
 from sanlab.main import cli
-from sanlab.models import sweep_run
-from sanlab.models.project import project_point
-from sanlab.models.simulate import Settings
-from sanlab.models.sweep import expand, load_spec, point_seed, solve_point, to_point
-from sanlab.models.sweep_goals import pareto_front, parse_goal
+from sanlab.models.core.project import project_point
+from sanlab.models.core.simulate import Settings
+from sanlab.models.sweeps import sweep_run
+from sanlab.models.sweeps.sweep import expand, load_spec, point_seed, solve_point, to_point
+from sanlab.models.sweeps.sweep_goals import pareto_front, parse_goal
 from sanlab.scenarios.errors import ScenarioError
 from support import INTERRUPTIBLE, REPO
 

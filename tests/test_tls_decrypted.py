@@ -22,7 +22,7 @@ from test_dissectors import tshark_json
 from sanlab.dissectors.analyze import analyze
 from sanlab.dissectors.framing import TLS_HANDSHAKE, TLS_RECORD
 from sanlab.dissectors.tls import read_keylog
-from sanlab.models.transports import ProtocolParams, nvme_tcp
+from sanlab.models.core.transports import ProtocolParams, nvme_tcp
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.results.outdir import OutputFolder

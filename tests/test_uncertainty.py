@@ -10,13 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from sanlab.models.network import Point
-from sanlab.models.priors import load_priors
-from sanlab.models.profile import load_profile
-from sanlab.models.project import project_point
-from sanlab.models.regimes import KINDS, fitted_regimes, key_of, kind_of
-from sanlab.models.report import Cell, text_table
-from sanlab.models.uncertainty import (
+from sanlab.models.core.network import Point
+from sanlab.models.core.priors import load_priors
+from sanlab.models.core.profile import load_profile
+from sanlab.models.core.project import project_point
+from sanlab.models.core.regimes import KINDS, fitted_regimes, key_of, kind_of
+from sanlab.models.core.report import Cell, text_table
+from sanlab.models.core.uncertainty import (
     Z95,
     candidate_shifts,
     load_posterior,

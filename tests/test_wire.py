@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sanlab.models.transports import (
+from sanlab.models.core.transports import (
     ProtocolParams,
     Recipe,
     recipe,
@@ -13,7 +13,7 @@ from sanlab.models.transports import (
     wire_bound_iops,
     wire_cost,
 )
-from sanlab.models.wire import Message, data_rate_gbps, rdma_path_mtu, tcp_mss
+from sanlab.models.core.wire import Message, data_rate_gbps, rdma_path_mtu, tcp_mss
 
 ETH = 14 + 4 + 20  # header + FCS + preamble/gap
 TCP = 20 + 32  # IPv4 + TCP with timestamps

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from sanlab.models.budget import qd1_budget
-from sanlab.models.network import Point, build
+from sanlab.models.core.budget import qd1_budget
+from sanlab.models.core.network import Point, build
 from sanlab.scenarios.registry import TRANSPORTS
 
 FIXED = ("nic-pipeline", "pcie-doorbell", "propagation")  # each way, per round trip

@@ -1,1 +1,1 @@
-"""Hardware profiles as YAML data (see sanlab.models.profile)."""
+"""Hardware profiles as YAML data (see sanlab.models.core.profile)."""

@@ -133,7 +133,7 @@ class ResultRecord(BaseModel):
     # cross-validation - not from simulation noise.
     iops_range95: tuple[float, float] | None = None
     # The kind of limit that binds the point (link, pcie, nic-message, cpu, device, or latency
-    # when none is half busy: models/regimes.py), and whether any row the model was fitted to
+    # when none is half busy: models/core/regimes.py), and whether any row the model was fitted to
     # was bound the same way (None: the fit does not say); where none was, the range widens.
     regime: str | None = None
     regime_fitted: bool | None = None
@@ -153,7 +153,7 @@ class ResultRecord(BaseModel):
     error: str | None = None
     # What went wrong on the way but was recovered from (a stalled link that
     # was restarted and the target run again): a passing cell can carry one.
-    # On a projection: the edge of the published tables' reach it lies past, if any (models/reach.py).
+    # On a projection: the edge of the published tables' reach it lies past, if any (models/core/reach.py).
     note: str | None = None
 
 

@@ -236,7 +236,7 @@ def _nvme_only(where: str, projection: Projection, transports: Iterable[str]) ->
 def check_guest_features(scenario: Scenario) -> Iterator[tuple[str, str]]:
     """What only some kernels have: NVMe in-band authentication needs an NVMe transport and,
     on sanlab's VMs, a guest whose kernel has it."""
-    guest = GUESTS[scenario.guest]
+    guest = GUESTS[scenario.guest_name]
     with_it = ", ".join(g.name for g in GUESTS.values() if g.nvme_auth)
     for i, target in enumerate(scenario.targets):
         yield from _tls(i, target, scenario)
@@ -260,7 +260,7 @@ def _tls(i: int, target: Target, scenario: Scenario) -> Iterator[tuple[str, str]
     if not target.tls:
         return
     with_it = ", ".join(g.name for g in GUESTS.values() if g.nvme_tls)
-    guest = GUESTS[scenario.guest]
+    guest = GUESTS[scenario.guest_name]
     if not TRANSPORTS[target.transport].tls:
         yield f"targets[{i}].tls", f"TLS is {tls_owners()}; not {target.transport}"
     elif real_machines(scenario):

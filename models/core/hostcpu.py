@@ -1,0 +1,189 @@
+"""Each host's cores: one pool for all of its work, laid out where the kernel runs it.
+
+A host's cores run the application, the block layer, the transport, the
+TCP/IP stack, interrupts and softirq alike; no desk may hand out a core
+another desk already holds, so a host is never more than 100 % busy.  Where
+each piece runs is the kernel's choice, per transport:
+
+- **The job's (queue's) core.**  fio's syscalls, the block layer and the
+  transport's submission run on the job's core.  Linux's NVMe hosts open
+  one queue per CPU and blk-mq maps each CPU to its own queue, so the
+  queue's work is the job's core's too: nvme-tcp's ``io_work`` runs on
+  ``queue->io_cpu`` (drivers/nvme/host/tcp.c, ``nvme_tcp_set_queue_io_cpu``,
+  ``queue_work_on(queue->io_cpu, ...)`` from ``nvme_tcp_queue_request`` and
+  ``nvme_tcp_data_ready``), and there it sends PDUs (TCP's transmit path)
+  and copies received data out of the socket.  The completion's interrupt
+  and the wake-up of the job's sleeping thread land there too (an NVMe
+  queue's interrupt vector is affined to the CPUs mapped to it; an RDMA
+  queue's completion vector likewise, ``ib_alloc_cq`` with the queue's
+  ``comp_vector``).
+- **The receive softirq.**  The NIC's receive interrupt for a flow's RX
+  queue (RSS) runs the driver, GRO, IP and TCP's input path on the core the
+  queue's IRQ is affined to, which is in general not the job's.  With spare
+  cores it runs beside the jobs; with every core running a job it runs on
+  theirs, taking their time.  Either way it shares the pool.
+- **Kernel targets that follow the softirq.**  nvmet-tcp queues its
+  ``io_work`` on ``sk->sk_incoming_cpu`` (drivers/nvme/target/tcp.c,
+  ``queue_cpu``): the core that ran the socket's receive softirq, so the
+  target's receive path and its I/O work share one core per queue.
+
+``softirq_cores`` decides, for one host, whether the receive work gets cores
+of its own (only out of those no job holds) or runs on the jobs' cores, and
+takes whichever the pool serves faster: the kernel's scheduler and RSS put
+the softirq wherever its IRQ is affined, and a model that chose the slower
+layout would lose IOPS when a core is added.
+"""
+
+from __future__ import annotations
+
+from sanlab.models.core.profile import Nic, Profile
+from sanlab.models.core.stations import Point, Station, connections, desk, packet_batch, throughput_bound
+
+# Of a host's per-packet TCP/IP work, the share its receive softirq runs (the rest is the
+# transmit path, run by the thread that sends: the job's or queue's core).  Each side of an
+# NVMe/TCP or iSCSI I/O sends about as many packets as it receives (a read: one command out,
+# one data-and-response back; a write with in-capsule data the same), so half.
+RECEIVE_SHARE = 0.5
+
+
+def softirq_cores(job_us: float, softirq_us: float, job_cores: int, cores: int, flows: int) -> int:
+    """Cores one host's receive softirq runs on apart from its jobs' cores; 0: on theirs.
+
+    ``job_us`` and ``softirq_us`` are one I/O's work on the job's core and in
+    the receive softirq; ``job_cores`` the cores the jobs (or target queues)
+    hold, out of ``cores``; ``flows`` the connections, each one RX queue's
+    interrupt at most.  Apart, the two run in parallel, the softirq on at
+    most the spare cores; together, each I/O takes both from the jobs'
+    cores.  The faster of the two layouts is the one taken.
+    """
+    spare = min(flows, cores - job_cores)
+    if softirq_us <= 0 or spare < 1:
+        return 0
+    together = job_cores / (job_us + softirq_us)
+    apart = min(job_cores / job_us if job_us > 0 else float("inf"), spare / softirq_us)
+    return spare if apart >= together else 0
+
+
+def interrupts_per_io(polled: bool, batch: float) -> float:
+    """Completion interrupts (each with the wake-up of the thread that sleeps on it) per I/O.
+
+    One per completion alone in flight; under load the NIC's moderation and
+    the softirq's budget take every completion that arrived in the window in
+    one go (``batch``), and a side that polls takes none.
+    """
+    return 0.0 if polled else 1.0 / max(batch, 1.0)
+
+
+# Rounds of the fixed point between a connection's I/O rate and its batching.
+BATCH_ROUNDS = 3
+# Kernel targets whose I/O work runs on the core that ran the socket's receive softirq:
+# nvmet-tcp queues its io_work on sk->sk_incoming_cpu (drivers/nvme/target/tcp.c, queue_cpu).
+FOLLOW_SOFTIRQ = {("nvmet", "nvme-tcp")}
+
+
+def host_desks(
+    point: Point,
+    prof: Profile,
+    nic: Nic,
+    stack: str,
+    packets: int,
+    parts: tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]],
+    others: list[Station],
+) -> tuple[list[Station], list[Station]]:
+    """Each host's cores, one pool for all its work, shared by the I/Os batched together.
+
+    Alone in flight, an I/O's packets each take a pass through the TCP stack
+    and its completion an interrupt.  Under load they do not: a NIC
+    moderates its interrupts, so one poll takes every packet and completion
+    that arrived in the window, GRO merges a flow's back-to-back segments,
+    and a transport's send work pushes what is queued in one call
+    (nvme-tcp's io_work, with MSG_MORE).  The batch grows with the
+    connection's I/O rate, which falls as the batch shrinks, so the two are
+    solved together: a few rounds, the rate taken from the network's
+    throughput bound (``throughput_bound``).
+
+    Where the work runs is the kernel's choice (``hostcpu``): the job's or
+    queue's core takes its own work, the transmit path and the interrupt;
+    the receive softirq takes cores of its own only out of those no job
+    holds.  So no host is ever busier than its cores.
+
+    Batching shares the work, not the wait: the thread that takes an I/O's
+    data runs when the pass that brought it ends, so each I/O still waits
+    out the whole pass (``_batch_wait``).
+    """
+    n, per_initiator = point.initiators, connections(point, prof)
+    conns = per_initiator * n
+    kcycles = packets * nic.host_kcycles_per_packet
+    tx, rx = kcycles * (1 - RECEIVE_SHARE), kcycles * RECEIVE_SHARE
+    irq = prof.interrupts.kcycles
+    init, tgt = prof.initiator, prof.target
+    tgt_polled = stack in prof.target_polled
+
+    def desks(flow: float, job: float) -> tuple[list[Station], list[Station]]:
+        mine = _side_desks(
+            "initiator",
+            (*parts[0], ("tcp-tx", tx / job), ("irq", irq * interrupts_per_io(point.poll, job))),
+            rx / flow,
+            init.stack_ghz,
+            (min(point.numjobs, init.cores), init.cores, per_initiator, n),
+        )
+        theirs = _side_desks(
+            "target",
+            (*parts[1], ("tcp-tx", tx / flow), ("irq", irq * interrupts_per_io(tgt_polled, flow))),
+            rx / flow,
+            tgt.stack_ghz,
+            (min(tgt.cores, conns), tgt.cores, 0 if (stack, point.transport) in FOLLOW_SOFTIRQ else conns, 1),
+        )
+        return mine, theirs
+
+    # Batches: a flow's receive softirq (GRO, NAPI) takes what one connection brought in the
+    # window; a job's sends and its interrupt's wake-up what that job has in flight, whatever
+    # connections carry it; a target queue's thread what its connection has.
+    flow = job = 1.0
+    for _ in range(BATCH_ROUNDS):
+        rate = throughput_bound([*others, *sum(desks(flow, job), [])], point.outstanding)
+        flow = packet_batch(point.outstanding / conns, rate / conns, nic.batch_window_us)
+        job = packet_batch(point.iodepth, rate / (point.numjobs * n), nic.batch_window_us)
+    mine, theirs = desks(flow, job)
+    # the rest of each pass an I/O waits out (its share of the pass is CPU, the rest is not)
+    init_wait = (tx + irq * (not point.poll)) * (1 - 1 / job) + rx * (1 - 1 / flow)
+    tgt_wait = (kcycles + irq * (not tgt_polled)) * (1 - 1 / flow)
+    return mine + _batch_wait("initiator", init_wait / init.stack_ghz), theirs + _batch_wait(
+        "target", tgt_wait / tgt.stack_ghz
+    )
+
+
+def _side_desks(
+    side: str,
+    kcycles: tuple[tuple[str, float], ...],
+    rx_kcycles: float,
+    ghz: float,
+    shape: tuple[int, int, int, int],
+) -> list[Station]:
+    """One host's CPU desks: its jobs' (queues') cores and, where cores are spare, its softirq's.
+
+    ``kcycles`` are the parts in microseconds (the stack's, already timed) and the transmit
+    path's and interrupt's kcycles (named ``tcp-tx`` and ``irq``); ``shape`` is (cores the
+    jobs or queues hold, cores, flows whose softirq may run apart (0: never), hosts alike).
+    """
+    held, cores, flows, hosts = shape
+    job = tuple(
+        (f"{side}-{hop}", value / ghz) if hop in ("tcp-tx", "irq") else (hop, value) for hop, value in kcycles
+    )
+    rx_us = rx_kcycles / ghz
+    job_us = sum(us for _, us in job)
+    apart = softirq_cores(job_us, rx_us, held, cores, flows) if flows else 0
+    if not apart:
+        return [desk(f"{side}-cpu", held * hosts, (*job, (f"{side}-softirq", rx_us)), side=side)]
+    return [
+        desk(f"{side}-cpu", held * hosts, job, side=side),
+        desk(f"{side}-net", apart * hosts, ((f"{side}-softirq", rx_us),), side=side),
+    ]
+
+
+def _batch_wait(side: str, wait_us: float) -> list[Station]:
+    """The rest of the pass an I/O's packets were batched into: waited through, burning none of
+    its CPU (the others' share is theirs); nothing when the I/O had the pass to itself."""
+    if wait_us <= 0:
+        return []
+    return [Station(f"{side}-net-batch", 1, wait_us, kind="delay")]
