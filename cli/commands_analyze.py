@@ -69,23 +69,7 @@ def analyze(
       sanlab analyze runs/smoke/roce.pcap --json
     """
     try:
-        saves = {
-            option: _writable_picture(picture, option)
-            for picture, option in ((ladder, "--ladder"), (latency, "--latency"))
-            if picture is not None
-        }
-        result = run_analysis(pcap, decode_as, labels=ladder is not None, keylog=keylog)
-        if ladder is not None:
-            _draw_ladder(result, io_index, ladder, saves["--ladder"])
-        if latency is not None:
-            from sanlab.dissectors import pictures  # Matplotlib: only when a picture is asked for
-
-            pictures.latency_chart(
-                result.ios,
-                latency,
-                f"{pcap.name}: {result.transport} over {result.fabric}",
-                save=saves["--latency"],
-            )
+        result = _analysed(pcap, decode_as, keylog, ladder, io_index, latency)
     except SanlabError as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # a picture that could not be written (a full disk, say)
@@ -95,6 +79,42 @@ def analyze(
     if as_json:
         click.echo(json.dumps(result.document(), indent=2))
         return
+    _print_table(pcap, result)
+
+
+def _analysed(
+    pcap: Path,
+    decode_as: tuple[str, ...],
+    keylog: Path | None,
+    ladder: Path | None,
+    io_index: int,
+    latency: Path | None,
+) -> Analysis:
+    """The capture analysed, and the pictures asked for drawn from it; each picture's path is
+    checked writable before the analysis starts, so a bad path costs no tshark pass."""
+    saves = {
+        option: _writable_picture(picture, option)
+        for picture, option in ((ladder, "--ladder"), (latency, "--latency"))
+        if picture is not None
+    }
+    result = run_analysis(pcap, decode_as, labels=ladder is not None, keylog=keylog)
+    if ladder is not None:
+        _draw_ladder(result, io_index, ladder, saves["--ladder"])
+    if latency is not None:
+        from sanlab.dissectors import pictures  # Matplotlib: only when a picture is asked for
+
+        pictures.latency_chart(
+            result.ios,
+            latency,
+            f"{pcap.name}: {result.transport} over {result.fabric}",
+            save=saves["--latency"],
+        )
+    return result
+
+
+def _print_table(pcap: Path, result: Analysis) -> None:
+    """The human-readable answer: what the capture carried, warnings about the capture itself,
+    then one row per (transport, op, size) group, the legend, other traffic and TLS's share."""
     several = len(result.transports) > 1
     carried = " and ".join(result.transports) if several else result.transport
     in_flight = (
