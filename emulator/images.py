@@ -29,10 +29,12 @@ from typing import BinaryIO, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from sanlab.emulator.cpio import tar_to_cpio
+from sanlab.emulator.processes import pid_alive
 from sanlab.scenarios.errors import SanlabError, ToolMissing
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
+from sanlab.scenarios.schema import KernelGuest
 from sanlab.scenarios.writing import open_lock, open_stream, write_file
 from sanlab.scenarios.yamlfile import load_yaml
 
@@ -106,9 +108,11 @@ def recipe_dir() -> Path:
 GUEST_OVERRIDE = "SANLAB_GUEST"
 
 
-def guest_of(scenario_guest: str) -> str:
-    """The guest a lab boots: the scenario's, unless $SANLAB_GUEST names another."""
-    chosen = os.environ.get(GUEST_OVERRIDE) or scenario_guest
+def guest_of(scenario_guest: str | KernelGuest) -> str:
+    """The guest a lab boots: the scenario's (the user space of one that brings its own
+    kernel), unless $SANLAB_GUEST names another."""
+    named = scenario_guest.base if isinstance(scenario_guest, KernelGuest) else scenario_guest
+    chosen = os.environ.get(GUEST_OVERRIDE) or named
     if chosen not in GUESTS:
         raise SanlabError(f"${GUEST_OVERRIDE}={chosen!r} is not a guest (guests: {', '.join(GUESTS)})")
     return chosen
@@ -259,14 +263,13 @@ def _remove_ours(path: Path) -> list[str]:
 
 
 def _pid_alive(build_dir_name: str) -> bool:
+    """Whether the build named ``...-PID`` may still be writing: its PID runs and is no zombie
+    (``kill(pid, 0)`` answers for a zombie too, which kept a dead build's folder forever)."""
     try:
         pid = int(build_dir_name.rsplit("-", 1)[1])
-        os.kill(pid, 0)
-    except (ValueError, IndexError, ProcessLookupError):
+    except (ValueError, IndexError):
         return False
-    except PermissionError:
-        return True
-    return True
+    return pid > 0 and pid_alive(pid)
 
 
 # What booting VMs needs on this machine, by command, and the Debian package that has it.
@@ -332,16 +335,33 @@ def build_image(progress: Say = lambda line: None, force: bool = False, guest: s
         return _build(progress, guest)
 
 
-def _build(progress: Say, guest: str) -> Image:
-    if shutil.which("mmdebstrap") is None:
-        raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
-    key = image_key(guest)
+@contextmanager
+def building(key: str) -> Iterator[Path]:
+    """A hidden build folder for image ``key``, marked with this PID; renamed into place as
+    ``images/<key>`` when the body ends well, removed whole when it does not (so a failed or
+    interrupted build leaves nothing, and a half image is never used)."""
     images_dir().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{key}-{os.getpid()}-", dir=images_dir()))
     write_file(work / BUILD_MARK, f"{os.getpid()}\n", exists="refuse")
     work = work.rename(images_dir() / f".build-{key}-{os.getpid()}")
-    started = time.monotonic()
     try:
+        yield work
+        (work / BUILD_MARK).unlink()
+        final = images_dir() / key
+        if (final.exists() or final.is_symlink()) and (_whose(final) != "image" or _remove_ours(final)):
+            raise SanlabError(f"{final}: is in the way of the new image and not only sanlab's; move it away")
+        work.rename(final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _build(progress: Say, guest: str) -> Image:
+    if shutil.which("mmdebstrap") is None:
+        raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
+    key = image_key(guest)
+    started = time.monotonic()
+    with building(key) as work:
         tar_path = work / "rootfs.tar"
         spec = recipe(guest)
         _mmdebstrap(spec, tar_path, work, progress)
@@ -358,14 +378,7 @@ def _build(progress: Say, guest: str) -> Image:
             "initrd_bytes": (work / "rootfs.cpio").stat().st_size,
         }
         write_file(work / "manifest.json", json.dumps(manifest, indent=2) + "\n", exists="refuse")
-        (work / BUILD_MARK).unlink()
-        final = images_dir() / key
-        if (final.exists() or final.is_symlink()) and (_whose(final) != "image" or _remove_ours(final)):
-            raise SanlabError(f"{final}: is in the way of the new image and not only sanlab's; move it away")
-        work.rename(final)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    final = images_dir() / key
     progress(f"built image {key} in {manifest['build_seconds']} s at {final}")
     return Image(key, final)
 

@@ -50,6 +50,7 @@ from pathlib import Path
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.monitor import qmp
+from sanlab.emulator.processes import pid_alive
 from sanlab.emulator.qemu import (
     NicSpec,
     Vm,
@@ -341,13 +342,11 @@ def clean_snapshots(current_images: set[str], qemu_line: str | None, everything:
 def _stale(path: Path, current_images: set[str], qemu_line: str | None, everything: bool) -> bool:
     mark = path / SAVING
     if mark.is_file() and not mark.is_symlink():
-        try:
-            os.kill(int(mark.read_text().strip()), 0)
-        except ProcessLookupError:
-            return True
+        try:  # a saver that died (or is a zombie) left its mark: the folder is stale
+            saver = int(mark.read_text().strip())
         except (ValueError, OSError):
             return False
-        return False
+        return saver > 0 and not pid_alive(saver)
     try:
         manifest = load_json(path / MANIFEST, "snapshot manifest", MANIFEST_BYTES)
     except SanlabError:
