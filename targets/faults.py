@@ -77,7 +77,9 @@ class FaultedRun:
     exit_code: int
     stderr: str
     windows: list[Window]
-    completions: list[float]  # every I/O's completion time, initiator's clock, epoch seconds
+    # Every completion time of the workload's own direction (initiator's clock, epoch seconds):
+    # a verified write's read-back is the check, not the workload, as in fio.parse's IOPS.
+    completions: list[float]
     # The quiet stretch before a cable's return that still counts as I/O flowing over the
     # other path (a slow emulated I/O takes a second or so).
     TAIL_S: ClassVar[float] = 2.0
@@ -261,19 +263,31 @@ def run_faulted(
     say: Say,
     timeout: float,
     device: str | None = None,
+    rw: str = "randrw",
 ) -> FaultedRun:
     """Run fio ``argv`` on ``initiator`` in the background and ``inject`` each of ``faults``
     at its time; each injection answers with its window on the initiator's clock.
 
     Once the faults are over, ``device``'s completed-I/O count is watched:
     if it stands still for ``NO_PROGRESS_S`` the transport is not coming back
-    and the run stops there, rather than at ``timeout``.
+    and the run stops there, rather than at ``timeout``.  The times kept are
+    the completions of workload ``rw``'s own direction: a write workload whose
+    writes all ended before a fault then has no I/O back after it, rather than
+    its read-back standing in for the writes.
     """
 
     def during(start: float) -> list[Window]:
         return [_at(start, fault, inject, say) for fault in faults]
 
-    return _in_background(initiator, argv, timeout, device, during, completion_log=True)
+    return _in_background(initiator, argv, timeout, device, during, completion_log=directions(rw))
+
+
+def directions(rw: str) -> frozenset[str]:
+    """fio's data-direction codes (its completion log's third field: 0 read, 1 write) of
+    workload ``rw``: both for a mixed one (rw, randrw), else the one it names."""
+    if rw in ("rw", "readwrite", "randrw"):
+        return frozenset({"0", "1"})
+    return frozenset({"0"}) if "read" in rw else frozenset({"1"})
 
 
 def run_watched(initiator: Host, argv: list[str], timeout: float, device: str | None) -> FaultedRun:
@@ -286,7 +300,7 @@ def run_watched(initiator: Host, argv: list[str], timeout: float, device: str | 
     a StackError that the link doctor looks into.  No completion log is kept:
     with no fault there is nothing to time.
     """
-    return _in_background(initiator, argv, timeout, device, lambda start: [], completion_log=False)
+    return _in_background(initiator, argv, timeout, device, lambda start: [], completion_log=None)
 
 
 def _in_background(
@@ -295,13 +309,14 @@ def _in_background(
     timeout: float,
     device: str | None,
     during: Callable[[float], list[Window]],
-    completion_log: bool,
+    completion_log: frozenset[str] | None,
 ) -> FaultedRun:
     """fio in the background; ``during(start)`` while it runs, then wait for it, watching
-    ``device``.  Whatever happens, fio (its whole process group) is stopped and its files go."""
+    ``device``; with a ``completion_log``, the completions of those directions are kept.
+    Whatever happens, fio (its whole process group) is stopped and its files go."""
     tag = f"/tmp/sanlab-faulted-{secrets.token_hex(4)}"
     logs = [f"--output={tag}.json"]
-    if completion_log:
+    if completion_log is not None:
         logs += [f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
@@ -309,7 +324,7 @@ def _in_background(
         windows = during(start)
         since = "after the last fault ended" if windows else ""
         _wait(initiator, pid, start + timeout, device, since, done=f"{tag}.rc")
-        return _collect(initiator, tag, windows)
+        return _collect(initiator, tag, windows, completion_log or frozenset())
     finally:  # spawned in a session of its own: the group is the shell and fio
         stop = f"kill -- -{pid} 2>/dev/null || kill {pid} 2>/dev/null"
         initiator.run(f"{stop}; rm -f {tag}.json {tag}.rc {tag}.err {tag}_*.log", timeout=60)
@@ -465,11 +480,20 @@ class Progress:
         return now - self.since >= NO_PROGRESS_S
 
 
-def _collect(host: Host, tag: str, windows: list[Window]) -> FaultedRun:
+def _collect(host: Host, tag: str, windows: list[Window], kept: frozenset[str]) -> FaultedRun:
     read = host.run(f"cat {tag}.json; echo; echo '---'; cat {tag}.rc; echo '---'; cat {tag}.err", timeout=60)
     output, _, rest = read.stdout.partition("\n---\n")
     code, _, stderr = rest.partition("\n---\n")
     lat = host.run(f"cat {tag}_lat.*.log 2>/dev/null", timeout=120).stdout
-    # --log_unix_epoch: each completion's time in epoch ms, on the initiator's clock
-    completions = [int(line.split(",")[0]) / 1000 for line in lat.splitlines() if line.strip()]
-    return FaultedRun(output, int(code.strip() or 1), stderr, windows, completions)
+    return FaultedRun(output, int(code.strip() or 1), stderr, windows, completion_times(lat, kept))
+
+
+def completion_times(lat_log: str, kept: frozenset[str]) -> list[float]:
+    """The completion times (epoch seconds, --log_unix_epoch's ms) of fio completion-log lines
+    (time, latency, direction, block size, ...) whose direction is one of ``kept``."""
+    times = []
+    for line in lat_log.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) >= 3 and fields[2] in kept:
+            times.append(int(fields[0]) / 1000)
+    return times

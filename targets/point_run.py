@@ -67,7 +67,9 @@ def _run_fio(
         watched = faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
         return FioRun(watched.output, watched.exit_code, watched.stderr)
     inject = inject or injector(p, wire, job.device)
-    run = faults.run_faulted(wire.initiator_host, job.argv(), p.faults, inject, say, timeout, job.device)
+    run = faults.run_faulted(
+        wire.initiator_host, job.argv(), p.faults, inject, say, timeout, job.device, rw=p.rw
+    )
     return FioRun(
         run.output,
         run.exit_code,

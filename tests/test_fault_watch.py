@@ -201,3 +201,39 @@ def test_a_poll_learns_of_fios_end_though_its_shell_is_left_a_zombie(tmp_path):
     finally:
         os.killpg(slow.pid, signal.SIGKILL)  # its own group: the shell and its sleep
         slow.wait()
+
+
+def test_the_kept_directions_are_the_workloads_own():
+    assert faults.directions("randwrite") == faults.directions("write") == {"1"}
+    assert faults.directions("randread") == faults.directions("read") == {"0"}
+    assert faults.directions("randrw") == faults.directions("rw") == {"0", "1"}
+    log = "1000, 5, 1, 4096, 0\n2000, 5, 0, 4096, 0\n\n3500, 5, 1, 4096, 0, 0x0000\n"
+    assert faults.completion_times(log, faults.directions("randwrite")) == [1.0, 3.5]
+    assert faults.completion_times(log, faults.directions("randrw")) == [1.0, 2.0, 3.5]
+
+
+@pytest.mark.subprocess  # fio itself, on a file here
+def test_a_verified_writes_read_back_is_not_counted_as_its_io(tmp_path):
+    """fio's completion log of a verified write holds its writes and then the read-back:
+    only the writes are the workload, so a fault after the last write sees no I/O come back
+    (recovery_s None), however long the read-back runs on."""
+    import subprocess
+
+    from support import require_tool
+
+    fio = require_tool("fio")
+    data, lat = tmp_path / "data", tmp_path / "lat"
+    subprocess.run(
+        [fio, "--name=w", f"--filename={data}", "--size=256k", "--bs=4k", "--rw=randwrite"]
+        + ["--verify=crc32c", "--do_verify=1", f"--write_lat_log={lat}", "--log_avg_msec=0"]
+        + ["--log_unix_epoch=1", "--output-format=json"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    log = "".join(p.read_text() for p in tmp_path.glob("lat_lat.*.log"))
+    writes = faults.completion_times(log, faults.directions("randwrite"))
+    reads = faults.completion_times(log, faults.directions("randread"))
+    assert len(writes) == len(reads) == 64 and max(writes) <= min(reads)
+    after_the_writes = faults.Window(down=max(writes) + 0.001, up=max(writes) + 0.002)
+    assert faults.FaultedRun("{}", 0, "", [after_the_writes], writes).recovery_s() is None
