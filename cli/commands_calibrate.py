@@ -17,7 +17,7 @@ from sanlab.models.calibration import calibrate_studies, checks
 from sanlab.models.calibration.calibrate import CellError
 from sanlab.models.calibration.calibrate_runs import calibrate_runs, summary, write_profile
 from sanlab.models.calibration.coverage import inside_count
-from sanlab.models.core.profile import given_profile
+from sanlab.models.core.profile_files import given_profile
 from sanlab.models.core.uncertainty import Z95
 from sanlab.progress import ticking
 from sanlab.scenarios.errors import SanlabError

@@ -16,7 +16,7 @@ import click
 from sanlab.models.core.budget import qd1_budget
 from sanlab.models.core.cores import load_cores
 from sanlab.models.core.network import Point
-from sanlab.models.core.profile import given_profile, load_profile, profile_names
+from sanlab.models.core.profile_files import given_profile, load_profile, profile_names
 from sanlab.models.core.project import check_size, project
 from sanlab.models.core.published import Measured, calibration_dir, load_table
 from sanlab.models.core.report import chart_png, csv_text, match, text_table

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from sanlab.emulator.images import guest_of
-from sanlab.models.core.profile import check_projection_profiles
+from sanlab.models.core.profile_files import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario

@@ -19,7 +19,7 @@ import pytest
 from sanlab.models.calibration.calibrate import evaluate, load_raw, table_for
 from sanlab.models.calibration.calibrate_studies import calibrate
 from sanlab.models.core.metrics import mape
-from sanlab.models.core.profile import STACKS, load_profile
+from sanlab.models.core.profile_files import STACKS, load_profile
 from support import REPO
 
 

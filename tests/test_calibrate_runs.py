@@ -35,7 +35,7 @@ from sanlab.models.calibration.calibrate_runs import (
 )
 from sanlab.models.core.network import Point, build
 from sanlab.models.core.params import get_param, set_param
-from sanlab.models.core.profile import clear_cache, load_profile
+from sanlab.models.core.profile_files import clear_cache, load_profile
 from sanlab.models.core.project import project_point
 from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.errors import SanlabError
@@ -306,7 +306,8 @@ def test_the_cli_writes_a_profile_that_model_then_uses(profiles, tmp_path):
 
 def test_a_host_written_by_hand_wakes_up_as_every_shipped_one(profiles):
     """Issue #47: a user's host without ``from:`` woke in 0 us, every shipped one in 2 us."""
-    from sanlab.models.core.profile import WAKEUP_US, profile_names
+    from sanlab.models.core.profile import WAKEUP_US
+    from sanlab.models.core.profile_files import profile_names
 
     mine = load_profile("user-lab")
     assert mine.initiator.wakeup_us == mine.target.wakeup_us == WAKEUP_US == 2.0

@@ -9,7 +9,7 @@ import yaml
 from sanlab.models.calibration import checks
 from sanlab.models.calibration.calibrate import SOLVER_FLOOR, load_raw
 from sanlab.models.core.network import build
-from sanlab.models.core.profile import load_profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.published import from_posts, read_rows
 from sanlab.scenarios.errors import SanlabError
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sanlab.models.core.profile import apply_fit, fit_path
+from sanlab.models.core.profile_files import apply_fit, fit_path
 
 
 def _linked_profile(tmp_path: Path) -> tuple[Path, Path]:

@@ -10,7 +10,8 @@ import yaml
 
 from sanlab.models.core import mva
 from sanlab.models.core.network import Point, build
-from sanlab.models.core.profile import STACKS_FILE, Profile, load_profile, parse_stacks, profile_path
+from sanlab.models.core.profile import Profile
+from sanlab.models.core.profile_files import STACKS_FILE, load_profile, parse_stacks, profile_path
 from sanlab.models.core.project import project_point
 from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.errors import ScenarioError
@@ -89,7 +90,7 @@ def test_profile_refuses_typos(tmp_path):
 
 
 def test_every_profile_loads_and_has_a_nic_for_its_fabrics():
-    from sanlab.models.core.profile import profile_names
+    from sanlab.models.core.profile_files import profile_names
 
     for name in profile_names():
         profile = load_profile(name)
@@ -216,7 +217,7 @@ def test_a_slot_the_accounting_does_not_know_is_refused_by_name():
 
 
 def test_line_rate_reads_scale_with_the_link_up_to_400g():
-    from sanlab.models.core.profile import clear_cache
+    from sanlab.models.core.profile_files import clear_cache
 
     clear_cache()
     bounds = [

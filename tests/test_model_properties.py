@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from sanlab.models.core import mva
 from sanlab.models.core.budget import qd1_budget
 from sanlab.models.core.network import Point, build, connections, packet_batch
-from sanlab.models.core.profile import Switch, load_profile
+from sanlab.models.core.profile import Switch
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.simulate import Settings, simulate
 from sanlab.scenarios.registry import TRANSPORTS
 

@@ -140,7 +140,7 @@ def test_tls_carries_verified_writes_a_wrong_psk_fails_and_the_keys_open_the_cap
 
 def test_the_model_charges_tls_its_aead_per_byte_on_both_hosts_and_its_records_on_the_wire():
     from sanlab.models.core.network import Point, build, encrypted_bytes
-    from sanlab.models.core.profile import load_stacks
+    from sanlab.models.core.profile_files import load_stacks
     from sanlab.models.core.reach import TLS_UNCHECKED, past
     from sanlab.models.core.transports import ProtocolParams, sealed
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from sanlab.models.core.cores import REFERENCE_CORE, load_cores
-from sanlab.models.core.profile import clear_cache, load_profile, profile_path
+from sanlab.models.core.profile_files import clear_cache, load_profile, profile_path
 from sanlab.scenarios.errors import ScenarioError
 
 

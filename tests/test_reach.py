@@ -9,7 +9,7 @@ from sanlab.models.calibration.calibrate import evaluate, load_raw, table_for
 from sanlab.models.calibration.calibrate_studies import check_write, study_names
 from sanlab.models.core import reach
 from sanlab.models.core.network import Point
-from sanlab.models.core.profile import load_profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.project import project_point
 from sanlab.models.core.published import Measured
 from sanlab.models.core.report import Cell, text_table

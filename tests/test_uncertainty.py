@@ -12,7 +12,7 @@ import pytest
 
 from sanlab.models.core.network import Point
 from sanlab.models.core.priors import load_priors
-from sanlab.models.core.profile import load_profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.project import project_point
 from sanlab.models.core.regimes import KINDS, fitted_regimes, key_of, kind_of
 from sanlab.models.core.report import Cell, text_table

@@ -28,7 +28,8 @@ from sanlab.models.core import mva
 from sanlab.models.core.network import Network, build
 from sanlab.models.core.params import get_param, set_param
 from sanlab.models.core.priors import PRIOR_WEIGHT, Prior, load_priors
-from sanlab.models.core.profile import Profile, inherit, load_stacks, profile_path, sets_own_app, with_stacks
+from sanlab.models.core.profile import Profile
+from sanlab.models.core.profile_files import inherit, load_stacks, profile_path, sets_own_app, with_stacks
 from sanlab.models.core.published import Measured, calibration_dir, load_table
 from sanlab.models.core.simulate import Settings, simulate
 from sanlab.models.core.uncertainty import SOLVER_FLOOR, Z95

@@ -41,18 +41,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from sanlab.models.calibration.calibrate import CellError, Fit, evaluate, profile_task
 from sanlab.models.calibration.calibrate_sim import solve_by_simulation
+from sanlab.models.core.costs import stack_cost
 from sanlab.models.core.machine import Described, machine_parts
 from sanlab.models.core.metrics import mape
 from sanlab.models.core.network import Point, default_stack
 from sanlab.models.core.params import get_param, set_param
-from sanlab.models.core.profile import (
-    Profile,
-    clear_cache,
-    load_profile,
-    profile_names,
-    stack_cost,
-    user_profile_dir,
-)
+from sanlab.models.core.profile import Profile
+from sanlab.models.core.profile_files import clear_cache, load_profile, profile_names, user_profile_dir
 from sanlab.models.core.published import Measured
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded

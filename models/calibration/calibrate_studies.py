@@ -43,10 +43,10 @@ from sanlab.models.calibration.coverage import (
 )
 from sanlab.models.core.metrics import mape
 from sanlab.models.core.priors import Prior
-from sanlab.models.core.profile import (
+from sanlab.models.core.profile import Profile
+from sanlab.models.core.profile_files import (
     STACKS,
     STACKS_FILE,
-    Profile,
     clear_cache,
     fit_path,
     inherit,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sanlab.models.calibration.calibrate import CellError, evaluate
 from sanlab.models.calibration.coverage import Band, with_floor
-from sanlab.models.core.profile import load_profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.published import Measured, measured, read_rows
 from sanlab.models.core.reach import past
 from sanlab.models.core.uncertainty import SOLVER_FLOOR, log_iops_sigma

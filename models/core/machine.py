@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from sanlab.models.core.cores import load_cores
 from sanlab.models.core.network import Point
-from sanlab.models.core.profile import Nic, Profile, load_profile
+from sanlab.models.core.profile import Nic, Profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.scenarios.errors import ScenarioError
 from sanlab.scenarios.results.records import BackendFacts, HostFacts, MachineFacts, NicFacts
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from sanlab.models.core.costs import StackCost, stack_cost
 from sanlab.models.core.hostcpu import host_desks
 from sanlab.models.core.nicmsg import message_us, messages_per_io
-from sanlab.models.core.profile import Nic, Profile, StackCost, Switch, load_profile, stack_cost
+from sanlab.models.core.profile import Nic, Profile, Switch
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.stations import (  # noqa: F401  (re-exported: the builder's vocabulary)
     Point,
     Station,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 
 from sanlab.models.core.machine import point_facts
 from sanlab.models.core.network import Network, Point, build
-from sanlab.models.core.profile import load_profile
+from sanlab.models.core.profile_files import load_profile
 from sanlab.models.core.reach import past
 from sanlab.models.core.regimes import key_of, kind_of, pinned
 from sanlab.models.core.simulate import Settings, simulate

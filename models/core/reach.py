@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sanlab.models.core.network import Point
-from sanlab.models.core.profile import STACKS_FILE, fit_path
+from sanlab.models.core.profile_files import STACKS_FILE, fit_path
 from sanlab.models.core.published import Measured
 from sanlab.scenarios.loader import read_yaml
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sanlab.models.core.profile import STACKS_FILE, fit_path
+from sanlab.models.core.profile_files import STACKS_FILE, fit_path
 from sanlab.scenarios.loader import read_yaml
 
 LINK, PCIE, NIC, CPU, DEVICE, LATENCY = "link", "pcie", "nic-message", "cpu", "device", "latency"

@@ -37,7 +37,8 @@ import numpy as np
 from sanlab.models.core import mva
 from sanlab.models.core.network import Point, build
 from sanlab.models.core.priors import load_priors
-from sanlab.models.core.profile import STACKS, STACKS_FILE, Profile, fit_path, profile_path
+from sanlab.models.core.profile import Profile
+from sanlab.models.core.profile_files import STACKS, STACKS_FILE, fit_path, profile_path
 from sanlab.scenarios.loader import read_yaml
 
 Z95 = 1.96  # a normal's 95 % two-sided quantile: every interval sanlab prints

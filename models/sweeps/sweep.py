@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from sanlab.models.core.cores import load_cores
 from sanlab.models.core.mva import Solution, solve
 from sanlab.models.core.network import Network, Point, build
-from sanlab.models.core.profile import profile_names
+from sanlab.models.core.profile_files import profile_names
 from sanlab.models.core.project import Figures, jobs, project_point, projected_record
 from sanlab.models.core.simulate import Settings
 from sanlab.models.core.uncertainty import without_parameters
