@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import stat
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
+
+from sanlab.scenarios.errors import SanlabError
 
 _MODES = {tarfile.DIRTYPE: stat.S_IFDIR, tarfile.SYMTYPE: stat.S_IFLNK}
 
@@ -83,3 +85,31 @@ def tar_to_cpio(
         count += 1
     writer.close()
     return count
+
+
+# A newc header: magic, then 13 fields of 8 hex digits (inode, mode, uid, gid, nlink, mtime,
+# file size, dev major/minor, rdev major/minor, name size, check).
+_HEADER = 110
+
+
+def read_cpio(stream: BinaryIO) -> Iterator[tuple[str, int, int, int, int, bytes]]:
+    """The entries of a newc cpio (as CpioWriter writes them), each as (name, mode, uid, gid,
+    mtime, data), up to its trailer; a damaged archive is a SanlabError, not a traceback."""
+    while True:
+        header = stream.read(_HEADER)
+        if len(header) < _HEADER or header[:6] != b"070701":
+            raise SanlabError("not a newc cpio archive, or cut short (a header is missing)")
+        try:
+            fields = [int(header[6 + 8 * i : 14 + 8 * i], 16) for i in range(13)]
+        except ValueError:
+            raise SanlabError("a cpio header holds something other than hex digits") from None
+        name_size, size = fields[11], fields[6]
+        name = stream.read(name_size)[:-1].decode()
+        stream.read(-(_HEADER + name_size) % 4)
+        if name == "TRAILER!!!":
+            return
+        data = stream.read(size)
+        if len(data) < size:
+            raise SanlabError(f"cpio entry {name!r} is cut short")
+        stream.read(-size % 4)
+        yield name, fields[1], fields[2], fields[3], fields[5], data

@@ -27,7 +27,7 @@ ALLOWED_FILES = {
 }
 # (file, function, call): a folder, not a file, renamed whole.
 ALLOWED_CALLS = {
-    ("emulator/images.py", "_build", "rename"): "the build's own mkdtemp folder renamed into place",
+    ("emulator/images.py", "building", "rename"): "a build's own mkdtemp folder renamed into place",
     ("emulator/snapshots.py", "_save", "rename"): "the save's own mkdtemp folder renamed into place",
 }
 # Receivers whose write_text/write_bytes are OutputFolder's (the manifest's writer), not Path's.
