@@ -83,8 +83,8 @@ finally:
 
 
 def tshark_pass(pcap: Path) -> list[str]:
-    """tshark as sanlab runs it (frames.tshark_argv, its fields), its output thrown away."""
-    from sanlab.dissectors.frames import fields_for, tshark_argv
+    """tshark as sanlab runs it (tshark.tshark_argv, its fields), its output thrown away."""
+    from sanlab.dissectors.tshark import fields_for, tshark_argv
 
     return tshark_argv(pcap, (), fields_for(labels=False))
 

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sanlab.dissectors.attribute import Io, Owner, attribute
-from sanlab.dissectors.frames import DECODE_AS, Frame, read_frames
+from sanlab.dissectors.frames import Frame, read_frames
 from sanlab.dissectors.framing import TLS_RECORD
 from sanlab.dissectors.rewrites import Rewrite, rewritten_retransmissions
 from sanlab.dissectors.tls import read_keylog
+from sanlab.dissectors.tshark import DECODE_AS
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.registry import (
     DETECTION_ORDER,

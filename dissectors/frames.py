@@ -1,6 +1,6 @@
 """Every frame of a capture, as tshark (with sanlab's plugins) decodes it.
 
-This is the analyser's reading step: one tshark run gives, per frame, its
+This is the analyser's reading step: one tshark run (tshark.py) gives, per frame, its
 addresses and size, the transport keys (TCP stream and sequence numbers;
 InfiniBand BTH, RETH and AETH; iWARP DDP and RDMAP), and what the storage
 protocols carried over RDMA say (SRP tags and descriptors, iSER and NVMe
@@ -10,21 +10,13 @@ bytes instead (see framing.py), because a TCP segment is not a PDU.
 
 from __future__ import annotations
 
-import re
-import shutil
-import stat
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sanlab.dissectors.framing import AUTHENTICATION, FABRICS_AUTH, ISCSI_CATEGORY, scsi_op
-from sanlab.dissectors.plugins import ANALYSER_PLUGINS, PLUGINS, tshark_args
 from sanlab.dissectors.rawframes import frame_bytes
-from sanlab.scenarios.errors import SanlabError, ToolMissing
+from sanlab.dissectors.tshark import INFO, RowCheck, check_time_order, fields_for, tshark_rows
 from sanlab.scenarios.headers import ICRC, NVME_CQE, NVME_SQE, ROCE_PAYLOAD_OFFSET
-from sanlab.scenarios.ports import ISCSI_PORT, ISCSI_TCP_PORTS
 
 # A frame seen twice in one capture (a capture merged with itself, a port mirrored twice) has
 # the same length, addresses, IP id and transport sequence as its first copy: its protocol keys,
@@ -41,92 +33,6 @@ DUPLICATE_KEY = (
     "tcp.ack_raw",
     "infiniband.bth.destqp",
     "infiniband.bth.psn",
-)
-INFO = "_ws.col.Info"
-FIELDS = (
-    "frame.number",
-    "frame.time_epoch",
-    "frame.len",
-    "frame.cap_len",
-    "ip.src",
-    "ip.dst",
-    "ip.id",
-    "tcp.stream",
-    "tcp.srcport",
-    "tcp.dstport",
-    "tcp.seq_raw",
-    "tcp.ack_raw",
-    "tcp.len",
-    "tcp.flags.syn",
-    "tcp.flags.fin",
-    "tcp.flags.reset",
-    "udp.dstport",
-    "infiniband.bth.opcode",
-    "infiniband.bth.destqp",
-    "infiniband.bth.psn",
-    "infiniband.reth.r_key",
-    "infiniband.mad.transactionid",
-    "infiniband.cm.req.localqpn",
-    "infiniband.cm.rep.localqpn",
-    "srp_rdma.opcode",
-    "srp_rdma.tag",
-    "srp_rdma.cdb.opcode",
-    "srp_rdma.cdb.lba",
-    "srp_rdma.cdb.transfer_length",
-    "srp_rdma.desc.len",
-    "srp_rdma.desc.key",
-    "iscsi.opcode",
-    "iscsi.initiatortasktag",
-    "iscsi.scsicommand.expecteddatatransferlength",
-    "iscsi.scsidata.S",
-    "scsi_sbc.opcode",
-    "scsi_sbc.rdwr10.lba",
-    "scsi_sbc.rdwr16.lba",
-    "scsi_sbc.rdwr10.xferlen",
-    "scsi_sbc.rdwr12.xferlen",
-    "iser.write_stag",
-    "iser.read_stag",
-    "sanlab_iser.iscsi.opcode",
-    "sanlab_iser.iscsi.itt",
-    "sanlab_iser.iscsi.edtl",
-    "sanlab_iser.scsi.opcode",
-    "sanlab_iser.scsi.lba",
-    "sanlab_iser.scsi.transfer_length",
-    "sanlab_iser.write_stag",
-    "sanlab_iser.read_stag",
-    "nvme.cmd.opc",
-    "nvme.cmd.cid",
-    "nvme.cmd.nsid",
-    "nvme.cmd.slba",
-    "nvme.cmd.nlb",
-    "nvme.cmd.sgl1.len",
-    "nvme.cmd.sgl1.key",
-    "nvme.cqe.cid",
-    "nvme.fabrics.cmd.cid",
-    "nvme.fabrics.cmd.fctype",
-    "nvme-rdma.cm.req.qid",
-    "sanlab_nvmeof.cm.qid",
-    "sanlab_nvmeof.kind",
-    "sanlab_nvmeof.opcode",
-    "sanlab_nvmeof.cid",
-    "sanlab_nvmeof.nsid",
-    "sanlab_nvmeof.slba",
-    "sanlab_nvmeof.nlb",
-    "sanlab_nvmeof.sgl_length",
-    "sanlab_nvmeof.sgl_key",
-    "sanlab_iwarp.mpa.key",
-    "sanlab_iwarp.rdmap.opcode",
-    "sanlab_iwarp.ddp.tagged",
-    "sanlab_iwarp.ddp.stag",
-    "sanlab_iwarp.ddp.qn",
-    "sanlab_iwarp.ddp.msn",
-    "sanlab_iwarp.ddp.mo",
-    "sanlab_iwarp.rdmap.sink_stag",
-    "sanlab_iwarp.rdmap.src_stag",
-    "sanlab_iwarp.mpa.ulpdu_length",
-    "tcp.segment",
-    "_ws.col.Protocol",
-    "_ws.col.Info",
 )
 ADMIN_NSIDS = {0, 0xFFFFFFFF}  # admin commands share opcodes 1 and 2 with Write and Read
 ROCE_UDP_PORT = 4791
@@ -246,126 +152,6 @@ def _first(row: dict[str, str], name: str, default: int = -1) -> int:
     return _int(values[0]) if values else default
 
 
-# Captures the analyser reads: its keys are IP addresses, so it needs IP frames.
-# What sanlab frames over TCP (analyze.py's TCP kinds), on a port that exists.
-_PORT = r"([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])"
-DECODE_AS = re.compile(rf"^tcp\.port=={_PORT},(iscsi|nvme-tcp)$")
-
-
-def _sanlab_ports() -> list[str]:
-    """Decode-as rules for the ports sanlab's own stacks use beyond the IANA ones."""
-    return [f"tcp.port=={port},iscsi" for port in ISCSI_TCP_PORTS if port != ISCSI_PORT]
-
-
-def check_file(pcap: Path) -> None:
-    try:
-        info = pcap.stat()
-    except OSError as exc:
-        raise SanlabError(f"{pcap}: cannot read ({exc.strerror})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise SanlabError(f"{pcap}: not a regular file (give a .pcap or .pcapng capture)")
-    if info.st_size == 0:
-        raise SanlabError(f"{pcap}: empty file, not a capture")
-
-
-def _tshark_error(stderr: str) -> str:
-    """tshark's complaint without its 'Running as user root' banner."""
-    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and not ln.startswith("Running as user")]
-    return " ".join(lines)[-400:] or "no reason given"
-
-
-def fields_for(labels: bool) -> tuple[str, ...]:
-    """The fields to ask tshark for: Wireshark's Info column only when frames need labels
-    (a ladder diagram), since it is long text for every frame and slows tshark too."""
-    return FIELDS if labels else tuple(f for f in FIELDS if f != INFO)
-
-
-def tshark_argv(
-    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS, keylog: Path | None = None
-) -> list[str]:
-    """tshark's command line for the fields the analyser reads, one frame a line; with a TLS
-    key log, tshark decrypts (its path is an argument, its secrets are never on a command line)."""
-    tshark = shutil.which("tshark")
-    if tshark is None:
-        raise ToolMissing("tshark", "install it with: apt-get install tshark")
-    for rule in decode_as:
-        if not DECODE_AS.match(rule):
-            raise SanlabError(
-                f"--decode-as {rule[:60]!r}: use tcp.port==PORT,iscsi or tcp.port==PORT,nvme-tcp "
-                "(PORT 1-65535, e.g. tcp.port==3262,iscsi)"
-            )
-    plugins = PLUGINS if INFO in fields else ANALYSER_PLUGINS  # labels: name the authentication too
-    args = [tshark, *tshark_args(plugins), "-r", str(pcap), "-T", "fields"]
-    args += ["-E", "separator=\t", "-E", "occurrence=a", "-E", "aggregator=,"]
-    if keylog is not None:
-        args += ["-o", f"tls.keylog_file:{keylog}"]
-    for rule in (*_sanlab_ports(), *decode_as):
-        args += ["-d", rule]
-    for name in fields:
-        args += ["-e", name]
-    return args
-
-
-def tshark_rows(
-    pcap: Path, decode_as: tuple[str, ...], fields: tuple[str, ...] = FIELDS, keylog: Path | None = None
-) -> Iterator[dict[str, str]]:
-    """tshark's rows, one frame at a time as tshark writes them: never the whole output at once.
-
-    A 200 MB capture makes some 400 MB of text; holding it, and a dict per
-    frame, took five times the capture's size.  Streaming keeps one row.
-    """
-    argv = tshark_argv(pcap, decode_as, fields, keylog)
-    check_file(pcap)
-    padding = [""] * len(fields)
-    with tempfile.TemporaryFile() as errors:
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, text=True)
-        try:
-            assert child.stdout is not None
-            for line in child.stdout:
-                values = line.rstrip("\n").split("\t") + padding
-                yield dict(zip(fields, values[: len(fields)], strict=True))
-            if child.wait(timeout=600) != 0:
-                errors.seek(0)
-                text = errors.read(64 << 10).decode(errors="replace")
-                raise SanlabError(f"{pcap}: tshark could not read it: {_tshark_error(text)}")
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-
-
-@dataclass
-class _RowCheck:
-    """What would be misread, seen row by row: no IP frames at all, frames cut by a snaplen."""
-
-    rows: int = 0
-    ip: bool = False
-    cut: int = 0
-    snaplen: int = 0
-
-    def see(self, row: dict[str, str]) -> None:
-        self.rows += 1
-        self.ip = self.ip or bool(row["ip.src"])
-        if row["frame.cap_len"] and row["frame.cap_len"] != row["frame.len"]:
-            self.cut += 1
-            self.snaplen = max(self.snaplen, int(row["frame.cap_len"]))
-
-    def verdict(self, pcap: Path) -> None:
-        if not self.rows:
-            raise SanlabError(f"{pcap}: holds no frames")
-        if not self.ip:
-            raise SanlabError(
-                f"{pcap}: none of its {self.rows} frames is IPv4; the analyser reads Ethernet "
-                "(or raw IP) captures of iSCSI, iSER, SRP and NVMe-oF"
-            )
-        if self.cut:
-            raise SanlabError(
-                f"{pcap}: {self.cut} of {self.rows} frames were cut short when captured "
-                f"(snaplen {self.snaplen} bytes); the analyser needs whole frames: "
-                "capture again without a snaplen"
-            )
-
-
 def read_frames(
     pcap: Path, decode_as: tuple[str, ...] = (), labels: bool = False, keylog: Path | None = None
 ) -> tuple[list[Frame], set[str], int]:
@@ -374,7 +160,7 @@ def read_frames(
     With ``labels`` each frame keeps what Wireshark's packet list says of it."""
     frames: list[Frame] = []
     seen: set[str] = set()
-    check = _RowCheck()
+    check = RowCheck()
     fingerprints: set[int] = set()  # hashes, not the tuples: a few bytes a frame
     duplicates = 0
     for row in tshark_rows(pcap, decode_as, fields_for(labels), keylog):
@@ -387,33 +173,13 @@ def read_frames(
             fingerprints.add(fingerprint)
         frames.append(_frame(row, seen))
     check.verdict(pcap)
-    _check_time_order(pcap, frames)
+    check_time_order(pcap, frames)
     if "nvme-rdma" in seen and "roce" in seen:
         _inline_capsules(pcap, frames)
     times = {f.number: f.time for f in frames}
     for frame in frames:
         frame.start = min((times.get(n, frame.time) for n in frame.segments), default=frame.time)
     return frames, seen, duplicates
-
-
-# Timestamps of one capture may step back a little (NIC queues stamp apart); more than this
-# means the file is not in time order, and TCP reassembly and every latency would be wrong.
-ORDER_SLACK_S = 0.001
-
-
-def _check_time_order(pcap: Path, frames: list[Frame]) -> None:
-    """Refuse, in one line, a capture whose frames are not in time order (shuffled, or merged
-    without sorting): decoding it gives an empty table or negative latencies, never an error."""
-    latest: Frame | None = None
-    for frame in frames:
-        if latest is not None and frame.time < latest.time - ORDER_SLACK_S:
-            raise SanlabError(
-                f"{pcap}: frames are not in time order (frame {frame.number} is "
-                f"{latest.time - frame.time:.6f} s before frame {latest.number}); sort it by time "
-                f"first: reordercap {pcap} sorted.pcap"
-            )
-        if latest is None or frame.time > latest.time:
-            latest = frame
 
 
 def _frame(row: dict[str, str], seen: set[str]) -> Frame:

@@ -195,7 +195,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_tshark_gets_the_key_logs_path_never_its_secrets():
-    from sanlab.dissectors.frames import tshark_argv
+    from sanlab.dissectors.tshark import tshark_argv
 
     if shutil.which("tshark") is None:
         pytest.skip("tshark is not installed")
