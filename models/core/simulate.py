@@ -1,4 +1,4 @@
-"""Run a network in SimPy until the IOPS estimate is tight, and read it out.
+"""Run a network as a discrete-event simulation until the IOPS estimate is tight, and read it out.
 
 fio's closed loop is the source: ``numjobs * iodepth`` I/Os are issued at
 time zero and each completion issues the next.  Completions are counted in
@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import simpy
 
-from sanlab.models.core.elements import Delay, Jitter, Server
+from sanlab.models.core.elements import Clock, Delay, Server, jitter
 from sanlab.models.core.mva import bottleneck_of
 from sanlab.models.core.network import Network
 
@@ -56,16 +55,16 @@ class _Io:
         self.start = 0.0
 
 
-def _elements(env: simpy.Environment, net: Network, cfg: Settings) -> list[Server | Delay]:
+def _elements(clock: Clock, net: Network, cfg: Settings) -> list[Server | Delay]:
     """One element per station, each with its own random stream, joined in visiting order."""
     streams = np.random.SeedSequence(cfg.seed).spawn(len(net.stations))
     elements: list[Server | Delay] = []
     for station, stream in zip(net.stations, streams, strict=True):
-        jitter = Jitter(np.random.default_rng(stream), station.cv * cfg.cv_scale)
+        draws = jitter(np.random.default_rng(stream), station.cv * cfg.cv_scale)
         if station.kind == "delay":
-            elements.append(Delay(env, station.name, station.demand_us, jitter))
+            elements.append(Delay(clock, station.name, station.demand_us, draws))
         else:
-            elements.append(Server(env, station.name, station.servers, station.demand_us, jitter))
+            elements.append(Server(clock, station.name, station.servers, station.demand_us, draws))
     for upstream, downstream in zip(elements, elements[1:], strict=False):
         upstream.out = downstream.put
     return elements
@@ -80,19 +79,18 @@ class BatchMeans:
     ends the run once the batch means pin the rate (``Settings.rel_ci``).
     """
 
-    def __init__(self, env: simpy.Environment, elements: list[Server | Delay], batch: int, cfg: Settings):
-        self.env, self.elements, self.batch, self.cfg = env, elements, batch, cfg
+    def __init__(self, clock: Clock, elements: list[Server | Delay], batch: int, cfg: Settings):
+        self.clock, self.elements, self.batch, self.cfg = clock, elements, batch, cfg
         self.latencies: list[float] = []
         self.batch_rates: list[float] = []
         self.done = 0
         self.batch_start = 0.0
         self.measure_from = 0.0
         self.busy_at_measure: list[float] | None = None
-        self.stop = env.event()
 
     def complete(self, io: _Io) -> None:
         """An I/O left the last station: count it, and send it round again (fio's closed loop)."""
-        now = self.env.now
+        now = self.clock.now
         self.latencies.append(now - io.start)
         self.done += 1
         if self.done % self.batch == 0:
@@ -109,11 +107,11 @@ class BatchMeans:
             self.latencies.clear()
             return
         self.batch_rates.append(rate)
-        if _tight(self.batch_rates, self.cfg) and not self.stop.triggered:
-            self.stop.succeed()
+        if _tight(self.batch_rates, self.cfg):
+            self.clock.stop()
 
     def result(self, net: Network) -> SimResult:
-        elapsed = self.env.now - self.measure_from
+        elapsed = self.clock.now - self.measure_from
         mean_rate = float(np.array(self.batch_rates).mean())
         half = _half_width(self.batch_rates)
         utilisation, cpu = self._busy(net, elapsed)
@@ -147,14 +145,14 @@ class BatchMeans:
 def simulate(net: Network, settings: Settings | None = None) -> SimResult:
     """Run ``net`` as fio's closed loop until the batch means pin the rate."""
     cfg = settings or Settings()
-    env = simpy.Environment()
-    elements = _elements(env, net, cfg)
+    clock = Clock()
+    elements = _elements(clock, net, cfg)
     outstanding = net.point.outstanding * net.split
-    monitor = BatchMeans(env, elements, cfg.batch_size or max(200, 4 * outstanding), cfg)
+    monitor = BatchMeans(clock, elements, cfg.batch_size or max(200, 4 * outstanding), cfg)
     elements[-1].out = monitor.complete
     for _ in range(outstanding):
         elements[0].put(_Io())
-    env.run(until=monitor.stop)
+    clock.run()
     return monitor.result(net)
 
 
