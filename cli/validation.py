@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 import click
 
 from sanlab.emulator.images import guest_of
+from sanlab.emulator.kernels import check_kernel, kernel_source
 from sanlab.models.core.profile_files import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
@@ -61,6 +62,11 @@ def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
             guest_of(scenario.guest)
         except SanlabError as exc:
             problems.append(Problem(str(path), "guest", str(exc)))
+        if scenario.kernel is not None:
+            try:  # a kernel the scenario brings: found, readable, and with every option it needs
+                check_kernel(scenario, kernel_source(scenario.kernel))
+            except SanlabError as exc:
+                problems.append(Problem(str(path), "guest.kernel", str(exc)))
     if problems:
         raise ScenarioError(problems)
     return scenario

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 from sanlab.emulator.blueprint import blueprint
-from sanlab.emulator.images import guest_of, ready_image
+from sanlab.emulator.kernel_image import ready_scenario_image
 from sanlab.emulator.lab import Lab
 from sanlab.emulator.lab_state import check_lab_name, labs_root, live_agent_path, new_run_dir, read_state
 from sanlab.scenarios.errors import SanlabError
@@ -40,7 +40,7 @@ def bring_up(
     # Planned first, on paper: a socket path too long for QEMU (a long XDG_RUNTIME_DIR) is one
     # line now, not after minutes of image build.
     blueprint(scenario, name, labs_root() / check_lab_name(name), None)
-    image = ready_image(say, guest_of(scenario.guest))
+    image = ready_scenario_image(scenario, say)
     run_dir = new_run_dir(name)
     copy_file(source, run_dir / SCENARIO_COPY, what="lab scenario copy")
     handle = Lab(scenario, name, run_dir, run_dir if capture or scenario.capture else None, snaplen)

@@ -65,18 +65,17 @@ def ready_scenario_image(scenario: Scenario, progress: Say) -> Image:
     return derive(ready_image(progress, base), base, source, progress)
 
 
-def require_scenario_image(scenario: Scenario) -> Image:
-    """The scenario's image, which must have been built (ready_scenario_image)."""
-    base = require_image(guest_of(scenario.guest))
+def require_scenario_image(scenario: Scenario, progress: Say = lambda line: None) -> Image:
+    """The scenario's image: its guest's, which must have been built (``sanlab images build``),
+    or that one with the kernel the scenario brings, derived from it now if it is not yet (in
+    seconds, after the kernel's check)."""
+    base_guest = guest_of(scenario.guest)
+    base = require_image(base_guest)
     if scenario.kernel is None:
         return base
     source = kernels.kernel_source(scenario.kernel)
-    image = _image(base, kernels.kernel_digest(source))
-    if not (image.path / "manifest.json").is_file():
-        raise SanlabError(
-            f"no guest image for kernel {source.path} (key {image.key}): run the scenario to build it"
-        )
-    return image
+    kernels.check_kernel(scenario, source)
+    return derive(base, base_guest, source, progress)
 
 
 def derived_key(base_key: str, digest: str) -> str:
@@ -93,6 +92,8 @@ def derive(base: Image, guest: str, source: KernelSource, progress: Say) -> Imag
     modules ``guest``'s recipe lists; cached by both."""
     digest = kernels.kernel_digest(source)
     image = _image(base, digest)
+    if (image.path / "manifest.json").is_file():
+        return image
     with _one_builder(progress):
         if (image.path / "manifest.json").is_file():
             return image

@@ -60,7 +60,7 @@ class KernelConfig:
 def kernel_source(given: str) -> KernelSource:
     """The kernel the scenario names, or one line saying why it cannot be one."""
     path = Path(os.path.abspath(os.path.expanduser(given)))
-    where = f"guest.kernel {given!r}"
+    where = f"kernel {given!r}"
     if path.is_dir():
         return KernelSource(given, path, "tree")
     if not path.exists():
@@ -130,7 +130,7 @@ def check_kernel(scenario: Scenario, source: KernelSource) -> KernelConfig:
     missing = [need for need in kernel_needs(scenario) if not config.has(need.option)]
     if missing:
         said = "; ".join(f"{need.option} is not set, and {need.why} needs it" for need in missing)
-        raise SanlabError(f"guest.kernel {source.path} ({config.version}): {said}")
+        raise SanlabError(f"kernel {source.path} ({config.version}): {said}")
     return config
 
 
@@ -170,7 +170,7 @@ def tree_file(source: KernelSource, names: tuple[str, ...], what: str) -> Path:
     for name in names:
         if (source.path / name).is_file():
             return source.path / name
-    raise SanlabError(f"guest.kernel {source.path}: no {what} in the tree (looked for {', '.join(names)})")
+    raise SanlabError(f"kernel {source.path}: no {what} in the tree (looked for {', '.join(names)})")
 
 
 def tree_modules(source: KernelSource) -> Path:
@@ -179,7 +179,7 @@ def tree_modules(source: KernelSource) -> Path:
     found = sorted(p for p in base.iterdir() if p.is_dir() and not p.is_symlink()) if base.is_dir() else []
     if len(found) != 1:
         raise SanlabError(
-            f"guest.kernel {source.path}: expected one lib/modules/<release> (make modules_install "
+            f"kernel {source.path}: expected one lib/modules/<release> (make modules_install "
             f"INSTALL_MOD_PATH={source.path}), found {len(found)}"
         )
     return found[0]

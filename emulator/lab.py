@@ -22,7 +22,8 @@ from sanlab.emulator import accel as accelerator
 from sanlab.emulator import fabric, guest_ssh, snapshots
 from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.cpuflags import verdict
-from sanlab.emulator.images import Image, guest_of, require_image
+from sanlab.emulator.images import Image
+from sanlab.emulator.kernel_image import require_scenario_image
 from sanlab.emulator.lab_state import clear_run_dir, new_run_dir
 from sanlab.emulator.link_repair import LinkRepair
 from sanlab.emulator.links import configure
@@ -72,7 +73,7 @@ class Lab(LinkRepair):
         return self.run_dir / "state.json"
 
     def up(self, say: Say = lambda m: None, image: Image | None = None) -> None:
-        image = image or require_image(guest_of(self.scenario.guest))
+        image = image or require_scenario_image(self.scenario, say)
         qemu = qemu_binary()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.accel = accelerator.choose(qemu, image, say)
