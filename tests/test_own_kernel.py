@@ -251,3 +251,14 @@ def test_the_derived_image_has_the_base_user_space_and_the_kernels_needed_module
     assert "siw" in manifest["modules_absent"] and "virtio_pci" not in manifest["modules_absent"]  # built in
     base = Image("0123456789abcdef", tmp_path / "cache" / "images" / "0123456789abcdef")
     assert kernel_image.derive(base, "debian-12", source, print) == image  # cached: the same image
+
+
+def test_every_transport_stack_and_driver_says_what_it_needs_of_a_kernel():
+    """A new transport, in-kernel stack or soft-RDMA driver cannot be added without its options."""
+    from sanlab.scenarios.registry import SOFT_RDMA_MODULES, SOFT_RDMA_OPTIONS, STACKS, TRANSPORTS
+
+    for transport in TRANSPORTS.values():
+        assert transport.kernel_options and transport.target_options, transport.name
+        assert all(o.startswith("CONFIG_") for o in (*transport.kernel_options, *transport.target_options))
+    assert {s.name for s in STACKS.values() if s.in_kernel} == {s.name for s in STACKS.values() if s.configfs}
+    assert set(SOFT_RDMA_OPTIONS) == set(SOFT_RDMA_MODULES)
