@@ -14,10 +14,10 @@ from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal, results_document
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import unreached
+from sanlab.scenarios.semantics import real_machines, unreached
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets.points import planned_points
-from sanlab.targets.sessions import run_session
+from sanlab.targets.sessions import cluster, run_session
 from sanlab.validation import fail, load_checked
 
 
@@ -50,6 +50,12 @@ def _interrupt(signum: int, frame: object) -> None:
     help="Reach the scenario's hosts as this Ansible-style YAML inventory says (real machines).",
 )
 @click.option("--dry-run", is_flag=True, help="Print every command each host would run, and change nothing.")
+@click.option(
+    "--scheduler",
+    metavar="ADDRESS|local:N",
+    help="Spread the points over a Dask cluster (tcp://HOST:PORT), or N worker processes here "
+    "(local:N); each worker boots its own VMs.",
+)
 def run(
     scenario: Path | None,
     out: Path | None,
@@ -59,6 +65,7 @@ def run(
     as_json: bool,
     inventory: Path | None,
     dry_run: bool,
+    scheduler: str | None,
 ) -> None:
     """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
 
@@ -80,28 +87,77 @@ def run(
       sanlab run scenarios/smoke.yaml --out runs/smoke
       sanlab run my-servers.yaml --inventory hosts.yaml --dry-run
       sanlab run --resume runs/smoke
+      sanlab run scenarios/smoke.yaml --scheduler local:2
+
+    \b
+    --scheduler: each worker that has QEMU and the guest image (one that
+    lacks either says so and gets none) runs a share of the points; all
+    merge into one folder, captures and logs in share-K/.  With --dry-run
+    too, the records say nothing ran; share-K/dry-run/ has the commands.
     """
     try:
+        if scheduler is not None:
+            _check_scheduler(scheduler)
         if resume is not None:
-            if scenario is not None or out is not None or force:
-                raise SanlabError(
-                    "--resume DIR: give it alone (the folder keeps its scenario and is the output)"
-                )
-            folder = run_session.check_resumable(resume)
-            scenario = resume / run_session.SCENARIO_COPY
-            loaded = _loaded(scenario, inventory)
-            journal = run_session.resumed(folder, loaded, _say)
+            scenario, loaded, journal = _resumed(
+                resume, scenario is not None or out is not None or force, inventory
+            )
         else:
             if scenario is None:
                 raise SanlabError("give a SCENARIO file to run, or --resume DIR to continue a run")
             loaded = _loaded(scenario, inventory)
-            if dry_run:
+            if dry_run and scheduler is None:
                 _dry_run(loaded)
                 return
+            if scheduler is not None and real_machines(loaded):
+                raise SanlabError(f"{scenario}: runs on real machines; --scheduler is for VM runs")
             journal = run_session.fresh(scenario, loaded, out, force)
     except SanlabError as exc:
         fail(exc)
-    _execute(loaded, scenario.stem, journal, as_json, snaplen)
+    _execute(loaded, scenario.stem, journal, as_json, snaplen, _Where(scheduler, dry_run))
+
+
+def _resumed(resume: Path, more: bool, inventory: Path | None) -> tuple[Path, Scenario, RunJournal]:
+    """The interrupted run in ``resume``: its scenario copy, loaded, and its journal."""
+    if more:
+        raise SanlabError("--resume DIR: give it alone (the folder keeps its scenario and is the output)")
+    folder = run_session.check_resumable(resume)
+    scenario = resume / run_session.SCENARIO_COPY
+    loaded = _loaded(scenario, inventory)
+    return scenario, loaded, run_session.resumed(folder, loaded, _say)
+
+
+def _check_scheduler(scheduler: str) -> None:
+    """A scheduler's address or local:N, checked before anything is read or booted."""
+    if scheduler.startswith(cluster.LOCAL_PREFIX):
+        cluster.check_local(scheduler)
+    else:
+        from sanlab.models.sweeps.sweep_run import check_scheduler  # pyarrow's load, only when asked
+
+        check_scheduler(scheduler)
+
+
+class _Where:
+    """Where the points run: here, or on the workers of a Dask cluster (and whether for real)."""
+
+    def __init__(self, scheduler: str | None, dry_run: bool):
+        self.scheduler, self.dry_run = scheduler, dry_run
+
+    def execute(self, loaded: Scenario, stem: str, journal: RunJournal, snaplen: int | None) -> None:
+        if self.scheduler is None:
+            run_session.execute(loaded, stem, journal, _say, snaplen)
+            return
+        if self.scheduler.startswith(cluster.LOCAL_PREFIX):
+            clients = cluster.local_cluster(cluster.check_local(self.scheduler))
+        else:
+            from sanlab.models.sweeps.sweep_run import connected
+
+            clients = connected(self.scheduler)
+        with clients as client:
+            if self.dry_run:
+                cluster.rehearse_on_cluster(loaded, journal, client, _say)
+            else:
+                cluster.run_on_cluster(loaded, stem, journal, client, snaplen, _say)
 
 
 def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
@@ -119,12 +175,14 @@ def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
     return loaded
 
 
-def _execute(loaded: Scenario, stem: str, journal: RunJournal, as_json: bool, snaplen: int | None) -> None:
+def _execute(
+    loaded: Scenario, stem: str, journal: RunJournal, as_json: bool, snaplen: int | None, where: _Where
+) -> None:
     """Run what the journal lacks; finish the journal however it ends; print the table."""
     out, planned = journal.folder.root, int(journal.run["planned_points"])  # type: ignore[call-overload]
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        run_session.execute(loaded, stem, journal, _say, snaplen)
+        where.execute(loaded, stem, journal, snaplen)
     except KeyboardInterrupt:
         journal.finish("interrupted", f"{len(journal.records)} of {planned} points finished")
         _say(f"interrupted: {len(journal.records)} of {planned} points are in {out / RESULTS}")

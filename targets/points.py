@@ -9,13 +9,11 @@ what runs.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from operator import attrgetter
 
 from sanlab.scenarios.plan import PlannedTarget
 from sanlab.scenarios.schema import Fault, Scenario, Target, Workload
-from sanlab.scenarios.semantics import faults_of, faults_on
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets.fio import DEFAULT_VERIFY_SIZE, FioJob
 
@@ -38,25 +36,8 @@ class Point:
 
 def points(scenario: Scenario, placed: PlannedTarget) -> Iterator[Point]:
     """A target's points: each workload that applies to its transport, with the faults that
-    fall on its links or on it while fio runs."""
-    return _points(scenario, placed, _faults(scenario, [placed])[0])
-
-
-def _faults(scenario: Scenario, planned: Sequence[PlannedTarget]) -> list[tuple[Fault, ...]]:
-    """What goes wrong on each target's links or on it while fio runs, in time order: the
-    scenario's faults read in one pass for all of them."""
-    found = []
-    for placed in planned:
-        hits: list[Fault] = []
-        for path in placed.paths:
-            hits += faults_on(scenario, path)
-        hits += faults_of(scenario, placed.name)
-        found.append(tuple(sorted(hits, key=attrgetter("at"))))
-    return found
-
-
-def _points(scenario: Scenario, placed: PlannedTarget, on_link: tuple[Fault, ...]) -> Iterator[Point]:
-    target, name = placed.target, placed.name
+    fall on its links or on it while fio runs (the plan's, worked out once)."""
+    target, name, on_link = placed.target, placed.name, placed.faults
     for workload in scenario.workloads:
         if workload.transports and target.transport not in workload.transports:
             continue
@@ -75,9 +56,21 @@ class TargetPoints:
 def matrix(scenario: Scenario) -> list[TargetPoints]:
     """The whole run's points, target by target, worked out from the scenario in one pass: what
     runs, rehearses and counts a run reads this rather than asking the scenario again per step."""
-    planned = scenario.plan.targets
-    hits = _faults(scenario, planned)
-    return [TargetPoints(p, tuple(_points(scenario, p, h))) for p, h in zip(planned, hits, strict=True)]
+    return [TargetPoints(p, tuple(points(scenario, p))) for p in scenario.plan.targets]
+
+
+def chosen(scenario: Scenario, skip: int = 0, only: frozenset[int] | None = None) -> list[TargetPoints]:
+    """The run's targets with the points still to run: less the first ``skip`` of the run's
+    (a resumed run has them) and, with ``only``, just those run-order numbers (one worker's
+    share of a cluster run); a target with none left is left out (it is not exported again)."""
+    picked, first = [], 0
+    for work in matrix(scenario):
+        numbered = enumerate(work.points, first)
+        first += len(work.points)
+        points = tuple(p for i, p in numbered if i >= skip and (only is None or i in only))
+        if points:
+            picked.append(TargetPoints(work.planned, points))
+    return picked
 
 
 def planned_points(scenario: Scenario) -> int:

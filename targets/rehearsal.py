@@ -17,7 +17,7 @@ from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.fault_wiring import fault_commands
 from sanlab.targets.host import Host
 from sanlab.targets.placement import admitting_all, placements
-from sanlab.targets.points import TargetPoints, job_for, matrix
+from sanlab.targets.points import TargetPoints, chosen, job_for
 from sanlab.targets.stacks import connect_only, export_only
 
 
@@ -28,14 +28,19 @@ def dry_run(scenario: Scenario, ends: Endpoints) -> list[DryRunHost]:
     return list(imagined.values())
 
 
-def rehearse(scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints) -> None:
-    """Send every command of a run to ``hosts`` (dry-run hosts that only write them down).
+def rehearse(
+    scenario: Scenario, hosts: Mapping[str, Host], ends: Endpoints, only: frozenset[int] | None = None
+) -> list[TargetPoints]:
+    """Send every command of a run to ``hosts`` (dry-run hosts that only write them down); with
+    ``only``, of the points those run-order numbers name (one worker's share of a run).
 
     Each target is exported, connected, given its points' fio commands and
-    taken down again, in the order a real run would.
+    taken down again, in the order a real run would.  Returns what was walked.
     """
-    for work in matrix(scenario):
+    walked = chosen(scenario, only=only)
+    for work in walked:
         _rehearse_target(work, hosts, ends)
+    return walked
 
 
 def _rehearse_target(work: TargetPoints, hosts: Mapping[str, Host], ends: Endpoints) -> None:

@@ -187,10 +187,15 @@ class OutputFolder:
 
     def foreign(self) -> list[str]:
         """Entries of the folder (top level, and inside folders sanlab made) that are not sanlab's."""
-        ours_dirs = {str(PurePosixPath(n).parent) for n in self.files} - {"."}
+        ours_dirs = self._folders()
         found: list[str] = []
         self._walk(self.root, "", ours_dirs, found)
         return found
+
+    def _folders(self) -> set[str]:
+        """Every folder the manifest's names pass through, nested ones' parents too (a cluster
+        run's ``share-1/dry-run/``): sanlab made each of them."""
+        return {str(parent) for n in self.files for parent in PurePosixPath(n).parents} - {"."}
 
     def _walk(self, folder: Path, prefix: str, ours_dirs: set[str], found: list[str]) -> None:
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
@@ -369,7 +374,7 @@ class OutputFolder:
         removed = sorted(n for n in self.files if self.ours(n))
         for name in removed:
             (self.root / name).unlink()
-        for folder in sorted({str(PurePosixPath(n).parent) for n in self.files} - {"."}, reverse=True):
+        for folder in sorted(self._folders(), reverse=True):  # the deepest first
             path = self.root / folder
             if path.is_dir() and not path.is_symlink() and not any(path.iterdir()):
                 path.rmdir()

@@ -26,7 +26,7 @@ from sanlab.targets.host import Host
 from sanlab.targets.kernel_stacks import stuck_tasks
 from sanlab.targets.placement import Machines, placements
 from sanlab.targets.point_run import outcome, point_record, prefixed, run_point
-from sanlab.targets.points import Point, matrix
+from sanlab.targets.points import Point, chosen
 from sanlab.targets.sessions.link_doctor import LinkDoctor, consult, still_stuck
 from sanlab.targets.sessions.shared_target import SharedTarget, Sink
 from sanlab.targets.stacks import Wiring, exported
@@ -51,8 +51,10 @@ def run(
     machines: Machines | None = None,
     cables: faults.Cables | None = None,
     skip: int = 0,
+    only: frozenset[int] | None = None,
 ) -> list[ResultRecord]:
-    """Every target's points, in order, less the first ``skip`` (a resumed run has them).
+    """Every target's points, in order, less the first ``skip`` (a resumed run has them);
+    with ``only``, just the points of those run-order numbers (one worker's share of a run).
 
     When a target fails, ``doctor`` checks its link.
 
@@ -67,7 +69,7 @@ def run(
     raw_dir = out / "fio"
     raw_dir.mkdir(parents=True, exist_ok=True)
     records: list[ResultRecord] = []
-    todo = _todo(scenario, skip)
+    todo = _todo(scenario, skip, only)
     total = sum(len(cells) for _, cells in todo)
     done = 0
     for planned, cells in todo:
@@ -93,14 +95,11 @@ def run(
     return records
 
 
-def _todo(scenario: Scenario, skip: int) -> list[tuple[PlannedTarget, list[Point]]]:
-    """Each target with the points still to run, less the first ``skip`` of the run's; a
-    target whose points are all done is left out (it is not exported again)."""
-    todo = []
-    for work in matrix(scenario):
-        todo.append((work.planned, list(work.points[skip:])))
-        skip = max(0, skip - len(work.points))
-    return [(planned, cells) for planned, cells in todo if cells]
+def _todo(
+    scenario: Scenario, skip: int, only: frozenset[int] | None = None
+) -> list[tuple[PlannedTarget, list[Point]]]:
+    """Each target with the points still to run (points.chosen)."""
+    return [(work.planned, list(work.points)) for work in chosen(scenario, skip, only)]
 
 
 def _consulted(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sanlab.emulator.blueprint import blueprint
-from sanlab.emulator.images import guest_of, ready_image
+from sanlab.emulator.kernel_image import ready_scenario_image
 from sanlab.emulator.lab import Lab, running_lab
 from sanlab.emulator.lab_state import lab_name, labs_root
 from sanlab.scenarios.errors import SanlabError
@@ -169,12 +169,29 @@ def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen:
         _on_vms(loaded, stem, journal, skip, snaplen, say)
 
 
+def run_share(
+    loaded: Scenario, stem: str, out: Path, only: frozenset[int], snaplen: int | None, say: Say
+) -> RunJournal:
+    """One worker's share of a run (cluster.py): the points ``only`` numbers, on VMs booted on
+    this machine, into ``out``, a new folder of this machine's that the caller sends back."""
+    folder = claim_fresh(out, "share", force=False)
+    journal = RunJournal(folder, loaded.name or stem, len(only), _settler(folder, loaded))
+    _on_vms(loaded, stem, journal, 0, snaplen, say, only)
+    return journal
+
+
 def _on_vms(
-    loaded: Scenario, stem: str, journal: RunJournal, skip: int, snaplen: int | None, say: Say
+    loaded: Scenario,
+    stem: str,
+    journal: RunJournal,
+    skip: int,
+    snaplen: int | None,
+    say: Say,
+    only: frozenset[int] | None = None,
 ) -> None:
     name = lab_name(f"run-{stem}")[:24] + f"-{os.getpid()}"
     blueprint(loaded, name, labs_root() / name, None)  # socket paths short enough, before any image build
-    ready_image(say, guest_of(loaded.guest))
+    ready_scenario_image(loaded, say)
     out = journal.folder.root
     capture = out / _capture_prefix(skip) if loaded.capture else None
     with running_lab(loaded, name, say, capture, keep_logs=False, snaplen=snaplen) as lab:
@@ -189,6 +206,7 @@ def _on_vms(
                 sink=journal,
                 cables=lab,
                 skip=skip,
+                only=only,
             )
         finally:
             _collect_logs(lab, journal.folder)
