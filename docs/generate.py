@@ -35,6 +35,7 @@ REPO = DOCS.parent
 # every model of the schema must be here (a test walks the schema to hold it so).
 ORDER = [
     "Scenario",
+    "KernelGuest",
     "Host",
     "Switch",
     "Link",
