@@ -305,7 +305,8 @@ class Projection(Strict):
 
 
 class Layout(Protocol):
-    """What joins what: the sections a plan is worked out from (a Scenario is one)."""
+    """What joins what, and what goes wrong where: the sections a plan is worked out from (a
+    Scenario is one)."""
 
     @property
     def hosts(self) -> Sequence[Host]: ...
@@ -315,3 +316,5 @@ class Layout(Protocol):
     def links(self) -> Sequence[Link]: ...
     @property
     def targets(self) -> Sequence[Target]: ...
+    @property
+    def faults(self) -> Sequence[Fault]: ...

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from sanlab.scenarios.parts import Layout, Link, Target
+from sanlab.scenarios.parts import Fault, Layout, Link, Target
 from sanlab.scenarios.registry import FABRICS
 from sanlab.scenarios.topology import Port, initiators_of, link_name, ports, segments, target_link
 
@@ -45,11 +45,7 @@ class PlannedLink:
     link: Link
     kind: LinkKind  # two hosts; a host and a switch; two switches
     rdma_driver: str | None  # the soft-RDMA driver on it, if its fabric carries RDMA
-
-    @property
-    def endpoints(self) -> tuple[str, str]:
-        a, b = self.link.endpoints
-        return a, b
+    endpoints: tuple[str, str]  # the link's two ends, as the file gives them
 
 
 @dataclass(frozen=True)
@@ -62,6 +58,7 @@ class PlannedTarget:
     link: PlannedLink | None  # the link it serves on (a multipath target's first path)
     paths: tuple[str, ...]  # every link it is reached by
     initiators: tuple[tuple[str, str], ...]  # (initiator host, the link it comes in by)
+    faults: tuple[Fault, ...]  # what goes wrong on its links or on it while fio runs, in time order
 
     @property
     def shared(self) -> bool:
@@ -107,6 +104,28 @@ class Plan:
         return [lk.name for lk in self.links]
 
 
+def faults_on(scenario: Layout, link: str) -> list[Fault]:
+    """The faults that hit every point of a target on ``link``, in time order."""
+    return sorted((f for f in scenario.faults if f.link == link), key=lambda f: f.at)
+
+
+def faults_of(scenario: Layout, target: str) -> list[Fault]:
+    """The faults that act on the target named ``target`` itself (restart, reset)."""
+    return [f for f in scenario.faults if f.target == target]
+
+
+def _target_faults(scenario: Layout, name: str, paths: tuple[str, ...]) -> tuple[Fault, ...]:
+    """What goes wrong on a target's links or on it while fio runs, in time order: worked out
+    here once, so a run's matrix reads it rather than asking the scenario again per target."""
+    hits = [f for path in paths for f in faults_on(scenario, path)] + faults_of(scenario, name)
+    return tuple(sorted(hits, key=lambda f: f.at))
+
+
+def _ends(link: Link) -> tuple[str, str]:
+    a, b = link.endpoints  # two, as the schema requires
+    return a, b
+
+
 def _kind(link: Link, switches: set[str]) -> LinkKind:
     at_switch = sum(end in switches for end in link.endpoints)
     return "cable" if at_switch == 0 else "port" if at_switch == 1 else "trunk"
@@ -117,7 +136,7 @@ def resolve(scenario: Layout) -> Plan:
     (a target with no link gets ``link=None``), so validation can read it too."""
     switches = {s.name for s in scenario.switches}
     links = tuple(
-        PlannedLink(i, link_name(lk, i), lk, _kind(lk, switches), rdma_driver(lk))
+        PlannedLink(i, link_name(lk, i), lk, _kind(lk, switches), rdma_driver(lk), _ends(lk))
         for i, lk in enumerate(scenario.links)
     )
     targets = []
@@ -126,5 +145,7 @@ def resolve(scenario: Layout) -> Plan:
         link = links[found[0]] if found else None
         paths = tuple(target.paths) if target.paths else ((link.name,) if link else ())
         initiators = tuple(initiators_of(scenario, target))
-        targets.append(PlannedTarget(i, default_target_name(target, i), target, link, paths, initiators))
+        name = default_target_name(target, i)
+        faults = _target_faults(scenario, name, paths)
+        targets.append(PlannedTarget(i, name, target, link, paths, initiators, faults))
     return Plan(links, tuple(targets), tuple(ports(scenario)), segments(scenario))

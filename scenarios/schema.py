@@ -80,6 +80,10 @@ class KernelGuest(Strict):
     base: GuestName = DEFAULT_GUEST
 
 
+# The sections no plan reads (plan.py's resolve): a copy that changes only these keeps its plan.
+PLAN_FREE = frozenset({"name", "description"})
+
+
 class Scenario(Strict):
     """A whole lab: hosts, links, targets, workloads, capture and projections."""
 
@@ -114,9 +118,12 @@ class Scenario(Strict):
         return resolve(self)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Scenario:
-        """A copy whose plan is worked out afresh: ``update`` may change what it follows from."""
+        """A copy whose plan is worked out afresh when ``update`` may change what it follows
+        from; a copy that only names the scenario (the loader's) keeps the plan already worked
+        out, so a scenario is resolved once, not once by validation and again by its run."""
         copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("plan", None)
+        if deep or not set(update or {}) <= PLAN_FREE:
+            copy.__dict__.pop("plan", None)
         return copy
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ holds what they share and the questions other layers ask here.
 from __future__ import annotations
 
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics.common import fabric_problem, faults_of, faults_on, real_machines, unreached
+from sanlab.scenarios.semantics.common import fabric_problem, real_machines, unreached
 from sanlab.scenarios.semantics.faults import check_fault_timeline, check_faults
 from sanlab.scenarios.semantics.network import (
     check_hosts,
@@ -35,8 +35,6 @@ __all__ = [
     "MAX_OUTSTANDING",
     "check_scenario",
     "fabric_problem",
-    "faults_of",
-    "faults_on",
     "real_machines",
     "unreached",
 ]

@@ -1,5 +1,6 @@
 """What the rules share: the registry's named sets their messages list, how a list is worded,
-and the questions several rules and layers ask of a scenario (real machines? which faults?).
+and the questions several rules and layers ask of a scenario (real machines?).  Which faults
+hit a link or a target is the plan's (plan.py: ``faults_on``, ``faults_of``), worked out once.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS, names
-from sanlab.scenarios.schema import Fault, Scenario
+from sanlab.scenarios.schema import Scenario
 
 # Named sets the messages list (each read from the registry, in its order).
 NVME_TRANSPORTS = names(TRANSPORTS, family="nvme")
@@ -47,16 +48,6 @@ def real_machines(scenario: Scenario) -> bool:
 def unreached(scenario: Scenario) -> list[str]:
     """Real-machine hosts that no ``ssh`` reaches (yet): what ``--inventory`` must supply."""
     return [h.name for h in scenario.hosts if not h.ssh] if real_machines(scenario) else []
-
-
-def faults_on(scenario: Scenario, link: str) -> list[Fault]:
-    """The faults that hit every point of a target on ``link``, in time order."""
-    return sorted((f for f in scenario.faults if f.link == link), key=lambda f: f.at)
-
-
-def faults_of(scenario: Scenario, target: str) -> list[Fault]:
-    """The faults that act on the target named ``target`` itself (restart, reset)."""
-    return [f for f in scenario.faults if f.target == target]
 
 
 def fabric_problem(transport: str, fabric: str) -> str | None:
