@@ -1,10 +1,11 @@
-"""A dry run climbs back up a layer at most half as often as at bb138cb (issue #49).
+"""A dry run climbs back up a layer less than half as often as at bb138cb (issue #49).
 
 benchmarks/climbs.py defines the count: over the path of sanlab modules a run's calls visit,
 a climb is a step into a module of a higher layer than the one before it.  At bb138cb the
 dry run of scenarios/smoke.yaml made 51 such steps at 15 distinct places; a session that
-resolves the run once and then makes coarse calls into the recipes makes far fewer.  The
-test traces the same dry run in this process and keeps the count at no more than half.
+resolves the run once (the plan holds each target's faults and each link's ends) and then
+makes coarse calls into the recipes made 7 steps at 7 places when this bound was last
+tightened.  The test traces the same dry run in this process and keeps both counts there.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-AT_BB138CB = 51  # climbing steps, measured with benchmarks/climbs.py --at bb138cb
+AT_BB138CB = (15, 51)  # (distinct climbs, climbing steps): benchmarks/climbs.py --at bb138cb
+REACHED = (7, 7)  # the same at 77c2c5c; lower it when a climb goes, never raise it
 
 
 def _climbs_module():
@@ -29,12 +31,14 @@ def _climbs_module():
 
 
 @pytest.mark.slow  # imports every module of sanlab and traces a whole dry run
-def test_a_dry_run_climbs_back_up_at_most_half_as_often_as_before():
+def test_a_dry_run_climbs_back_up_less_than_half_as_often_as_before():
     climbs = _climbs_module()
     path = climbs.visits(climbs.trace(str(ROOT / "scenarios" / "smoke.yaml")))
     assert len({module for module, _ in path}) > 20, "the trace did not follow the run"
     up = climbs.climbs(path)
-    assert len(up) <= AT_BB138CB // 2, "\n".join(f"{a} -> {b}" for a, b in up)
+    assert REACHED[0] * 2 < AT_BB138CB[0] and REACHED[1] * 2 < AT_BB138CB[1]
+    listed = "\n".join(f"{a} -> {b}" for a, b in up)
+    assert len(set(up)) <= REACHED[0] and len(up) <= REACHED[1], listed
 
 
 def test_the_metric_counts_a_step_into_a_higher_layer_and_nothing_else():
