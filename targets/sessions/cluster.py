@@ -35,8 +35,8 @@ from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.images import current_image, guest_of, image_key, missing_packages
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.registry import DEFAULT_GUEST
+from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.targets import rehearsal
 from sanlab.targets.dryrun import DryRunHost

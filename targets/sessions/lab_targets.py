@@ -40,7 +40,7 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.reading import load_json, typed
-from sanlab.scenarios.records import ResultRecord
+from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import Scenario, Target, Workload
 from sanlab.scenarios.writing import open_stream, write_file
 from sanlab.targets import faults

@@ -16,7 +16,7 @@ from sanlab.emulator.machines import Preflight, connect, describe, interfaces_of
 from sanlab.emulator.ssh import SshHost
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.records import RunJournal
+from sanlab.scenarios.results.records import RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.targets.backstores import devices_refused
 from sanlab.targets.host_facts import read_devices, read_host

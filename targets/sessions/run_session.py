@@ -26,9 +26,9 @@ from sanlab.emulator.lab_state import lab_name, labs_root
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.outdir import OutputFolder, claim_fresh, copy_into
 from sanlab.scenarios.reading import parse_json
-from sanlab.scenarios.records import RESULTS, ResultRecord, RunJournal
+from sanlab.scenarios.results.outdir import OutputFolder, claim_fresh, copy_into
+from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.semantics import real_machines
 from sanlab.targets import nvme_tls, rehearsal
