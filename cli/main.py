@@ -25,6 +25,7 @@ COMMANDS = {
     "calibrate": ("sanlab.commands_calibrate", "calibrate"),
     "sweep": ("sanlab.commands_sweep", "sweep"),
     "run": ("sanlab.commands_run", "run"),
+    "compare": ("sanlab.commands_compare", "compare"),
     "blktests": ("sanlab.commands_blktests", "blktests"),
     "lab": ("sanlab.commands_lab", "lab"),
     "analyze": ("sanlab.commands_analyze", "analyze"),
