@@ -192,7 +192,7 @@ def _execute(
         journal.finish("failed", str(exc).splitlines()[0])
         fail(exc)
     journal.finish("complete")
-    _report(journal.records, out, as_json, loaded.capture)
+    _report(journal.records, out, as_json, loaded.capture and not where.dry_run)  # a dry run captured nothing
 
 
 def _dry_run(loaded: Scenario) -> None:
