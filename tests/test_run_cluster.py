@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from sanlab.emulator.images import image_key
-from sanlab.scenarios.outdir import OutputFolder
-from sanlab.scenarios.records import RESULTS
+from sanlab.scenarios.results.outdir import OutputFolder
+from sanlab.scenarios.results.records import RESULTS
 from sanlab.targets.points import chosen, matrix, planned_points
 from sanlab.targets.sessions import cluster, run_session
 from sanlab.validation import load_checked
@@ -132,3 +134,66 @@ def test_a_share_is_the_run_order_numbers_it_names_less_what_a_resume_skips():
     assert [p.label for work in picked for p in work.points] == [every[i] for i in (2, 3, 5, 23)]
     assert [work.planned.name for work in picked] == ["lio-iscsi", "tgt-iscsi", "nvmet-rdma-siw"]
     assert [p.label for work in chosen(loaded) for p in work.points] == every
+
+
+TWO_POINTS = """\
+description: two NVMe/TCP points, the smallest run a cluster can share out
+hosts:
+  - {name: initiator, role: initiator}
+  - {name: target, role: target}
+links:
+  - {name: net, endpoints: [initiator, target], mtu: 1500}
+targets:
+  - {name: nvmet-tcp, host: target, stack: nvmet, transport: nvme-tcp, backstore: ramdisk, size: 32m}
+workloads:
+  - {rw: randwrite, bs: [4k, 64k], iodepth: 4, runtime: 3s, verify: crc32c, verify_size: 4m}
+capture: true
+"""
+# What differs between two runs of one point however faithful they are: speeds and times.
+TIMINGS = {
+    "iops", "bw_mibps", "lat_mean_us", "lat_p99_us", "cpu_target_pct", "cpu_initiator_pct",
+    "recovery_s", "failover_s", "failback_s", "throughput_dip_pct",
+}  # fmt: skip
+
+
+def _sanlab(*args: str) -> subprocess.CompletedProcess[str]:
+    sanlab = Path(sys.executable).parent / "sanlab"
+    return subprocess.run([str(sanlab), *args], capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.vm
+@pytest.mark.long  # three labs of two VMs (one serial, one per worker): minutes under TCG
+@pytest.mark.subprocess
+def test_a_cluster_run_on_vms_records_what_a_serial_run_does(tmp_path):
+    scenario = tmp_path / "two-points.yaml"
+    scenario.write_text(TWO_POINTS)
+    serial = _sanlab("run", str(scenario), "--out", str(tmp_path / "serial"))
+    assert serial.returncode == 0, serial.stderr[-2000:]
+    spread = _sanlab("run", str(scenario), "--out", str(tmp_path / "spread"), "--scheduler", "local:2")
+    assert spread.returncode == 0, spread.stderr[-2000:]
+    assert spread.stderr.count(" to tcp://127.0.0.1:") == 2, spread.stderr[-2000:]
+
+    def kept(folder: str) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in TIMINGS} for r in _records(tmp_path / folder)]
+
+    assert kept("spread") == kept("serial")
+    assert [r["verify"] for r in kept("spread")] == ["pass", "pass"]
+    names = sorted(p.name for p in (tmp_path / "serial" / "fio").iterdir())
+    assert sorted(p.name for p in (tmp_path / "spread" / "fio").iterdir()) == names
+    for k in (1, 2):  # each worker's own lab captured its own point
+        assert (tmp_path / "spread" / f"share-{k}" / "net.pcap").stat().st_size > 0
+        assert list((tmp_path / "spread" / f"share-{k}" / "logs").glob("*.dmesg"))
+    assert OutputFolder.open(tmp_path / "spread", "--out").foreign() == []
+
+
+def test_a_worker_without_the_kernel_the_scenario_brings_says_so(tmp_path):
+    """The probe, as a worker runs it: a kernel path that is not there on the worker's machine."""
+    from sanlab.scenarios.loader import load_scenario
+
+    scenario = tmp_path / "brought.yaml"
+    scenario.write_text(TWO_POINTS.replace("capture: true", "guest: {kernel: ./no-such-linux.deb}"))
+    host, problems = cluster.probe(load_scenario(scenario))
+    assert host and any(
+        p.startswith("cannot boot the kernel './no-such-linux.deb' there: ") and "no such file" in p
+        for p in problems
+    )

@@ -2,8 +2,9 @@
 
 ``sanlab run SCENARIO --scheduler ADDR`` (or ``local:N``, a cluster of N
 worker processes on this machine) asks every worker first whether it can boot
-the scenario's guests at all: QEMU on its PATH and the guest image in its
-cache (``probe``).  A worker that cannot says why and gets no points.  The
+the scenario's guests at all: QEMU on its PATH, the guest image in its
+cache and the kernel the scenario brings, if any, at its path there
+(``probe``).  A worker that cannot says why and gets no points.  The
 run's points, in run order, are cut into one contiguous share per fit worker
 (a target's points stay together where they can, so few targets are exported
 twice); each worker runs its share on a lab of its own (run_session.run_share)
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sanlab.emulator import kernels
 from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.images import current_image, guest_of, image_key, missing_packages
 from sanlab.scenarios.errors import SanlabError
@@ -69,19 +71,26 @@ class ShareOutcome:
     files: dict[str, bytes] = field(default_factory=dict)
 
 
-def probe(guest: str) -> tuple[str, tuple[str, ...]]:
-    """Run on a worker: its host name and what it lacks to boot ``guest`` (nothing: fit)."""
+def probe(loaded: Scenario) -> tuple[str, tuple[str, ...]]:
+    """Run on a worker: its host name and what it lacks to boot ``loaded``'s guests (nothing:
+    fit): QEMU, the guest's image, and the kernel the scenario brings (at its path there)."""
+    guest = guest_of(loaded.guest)
     problems = [f"lacks {package} (QEMU)" for package in missing_packages(building=False)]
     if current_image(guest) is None:
         build = "sanlab images build" + ("" if guest == DEFAULT_GUEST else f" --guest {guest}")
         problems.append(f"has no {guest} guest image (key {image_key(guest)}) in its cache: run '{build}'")
+    if loaded.kernel is not None:
+        try:
+            kernels.check_kernel(loaded, kernels.kernel_source(loaded.kernel))
+        except SanlabError as exc:
+            problems.append(f"cannot boot the kernel {loaded.kernel!r} there: {str(exc).splitlines()[0]}")
     return socket.gethostname(), tuple(problems)
 
 
 def fit_workers(client: Any, loaded: Scenario, say: Say) -> list[Fitness]:
     """Every worker's answer to ``probe``, each unfit one said in a line; an error if none is fit."""
     guest = guest_of(loaded.guest)
-    answers = client.run(probe, guest)
+    answers = client.run(probe, loaded)
     found = [Fitness(address, host, problems) for address, (host, problems) in sorted(answers.items())]
     for worker in found:
         if worker.problems:
