@@ -14,7 +14,6 @@ from sanlab.dissectors.rewrites import rewritten_retransmissions
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal, results_document
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import real_machines, unreached
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets.points import planned_points
 from sanlab.targets.sessions import cluster, run_session
@@ -109,7 +108,7 @@ def run(
             if dry_run and scheduler is None:
                 _dry_run(loaded)
                 return
-            if scheduler is not None and real_machines(loaded):
+            if scheduler is not None and loaded.plan.real_machines:
                 raise SanlabError(f"{scenario}: runs on real machines; --scheduler is for VM runs")
             journal = run_session.fresh(scenario, loaded, out, force)
     except SanlabError as exc:
@@ -163,10 +162,10 @@ class _Where:
 def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
     """The scenario, checked, with something to run on hosts that can be reached."""
     loaded = load_checked(scenario, inventory)
-    if unreached(loaded):
+    if loaded.plan.unreached:
         raise SanlabError(
             f"{scenario}: is for real machines, but nothing says how to reach "
-            f"{', '.join(unreached(loaded))}: give each host ssh: USER@HOST, or --inventory FILE"
+            f"{', '.join(loaded.plan.unreached)}: give each host ssh: USER@HOST, or --inventory FILE"
         )
     if not loaded.targets:
         raise SanlabError(f"{scenario}: declares no targets: nothing to run (try 'sanlab lab up')")

@@ -19,7 +19,6 @@ from sanlab.models.core.profile_files import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import real_machines
 from sanlab.scenarios.sizes import DurationRange
 from sanlab.scenarios.writing import probe_writable
 
@@ -57,7 +56,7 @@ def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
     to other layers."""
     scenario = load_scenario(path, inventory)
     problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
-    if scenario.hosts and not real_machines(scenario):
+    if scenario.hosts and not scenario.plan.real_machines:
         try:  # $SANLAB_GUEST overrides the guest: a bogus one is refused here, not at boot
             guest_of(scenario.guest)
         except SanlabError as exc:

@@ -20,7 +20,6 @@ from sanlab.emulator.lab_state import check_lab_name, labs_root, live_agent_path
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import real_machines
 from sanlab.scenarios.writing import copy_file
 
 SCENARIO_COPY = "scenario.yaml"  # lab up keeps the scenario it booted here
@@ -32,7 +31,7 @@ def bring_up(
 ) -> Path:
     """Boot a lab and leave it up; return its run directory.  A lab that fails (or is
     interrupted) half-way is torn down before the error goes on."""
-    if real_machines(scenario):
+    if scenario.plan.real_machines:
         raise SanlabError(
             f"{source}: its hosts are real machines (ssh:); a lab boots VMs only: "
             f"use 'sanlab run {source}' (or --dry-run to see what it would do)"

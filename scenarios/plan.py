@@ -73,6 +73,8 @@ class Plan:
     links: tuple[PlannedLink, ...]
     targets: tuple[PlannedTarget, ...]
     ports: tuple[Port, ...]
+    real_machines: bool  # its hosts are real machines reached over SSH (real_machines), not VMs
+    unreached: tuple[str, ...]  # real machines nothing says how to reach yet (unreached)
     segments: Mapping[str, int] = field(default_factory=dict)  # switch -> segment number
 
     def link(self, name: str) -> PlannedLink:
@@ -102,6 +104,20 @@ class Plan:
     @property
     def link_names(self) -> list[str]:
         return [lk.name for lk in self.links]
+
+
+def real_machines(scenario: Layout) -> bool:
+    """Is the scenario for real machines (reached over SSH) rather than VMs?
+
+    It is when a host says how to reach it or a link names a real
+    interface; hosts that do not say it yet get it from ``--inventory``.
+    """
+    return any(h.ssh for h in scenario.hosts) or any(lk.interfaces for lk in scenario.links)
+
+
+def unreached(scenario: Layout) -> list[str]:
+    """Real-machine hosts that no ``ssh`` reaches (yet): what ``--inventory`` must supply."""
+    return [h.name for h in scenario.hosts if not h.ssh] if real_machines(scenario) else []
 
 
 def faults_on(scenario: Layout, link: str) -> list[Fault]:
@@ -148,4 +164,5 @@ def resolve(scenario: Layout) -> Plan:
         name = default_target_name(target, i)
         faults = _target_faults(scenario, name, paths)
         targets.append(PlannedTarget(i, name, target, link, paths, initiators, faults))
-    return Plan(links, tuple(targets), tuple(ports(scenario)), segments(scenario))
+    real, missing = real_machines(scenario), tuple(unreached(scenario))
+    return Plan(links, tuple(targets), tuple(ports(scenario)), real, missing, segments(scenario))

@@ -10,8 +10,9 @@ holds what they share and the questions other layers ask here.
 
 from __future__ import annotations
 
+from sanlab.scenarios.plan import real_machines, unreached
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics.common import fabric_problem, real_machines, unreached
+from sanlab.scenarios.semantics.common import fabric_problem
 from sanlab.scenarios.semantics.faults import check_fault_timeline, check_faults
 from sanlab.scenarios.semantics.network import (
     check_hosts,

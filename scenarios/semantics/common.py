@@ -1,6 +1,7 @@
 """What the rules share: the registry's named sets their messages list, how a list is worded,
-and the questions several rules and layers ask of a scenario (real machines?).  Which faults
-hit a link or a target is the plan's (plan.py: ``faults_on``, ``faults_of``), worked out once.
+and how a fabric problem is said.  The questions several rules and layers ask of a scenario
+(real machines? which hosts are not reached yet? which faults hit a link or a target?) are the
+plan's (plan.py), answered once when a scenario is resolved.
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from sanlab.scenarios.registry import FABRICS, STACKS, TRANSPORTS, names
-from sanlab.scenarios.schema import Scenario
 
 # Named sets the messages list (each read from the registry, in its order).
 NVME_TRANSPORTS = names(TRANSPORTS, family="nvme")
@@ -34,20 +34,6 @@ def either(items: Iterable[str]) -> str:
     """'roce, iwarp or ib'."""
     listed = list(items)
     return ", ".join(listed[:-1]) + " or " + listed[-1] if len(listed) > 1 else "".join(listed)
-
-
-def real_machines(scenario: Scenario) -> bool:
-    """Is the scenario for real machines (reached over SSH) rather than VMs?
-
-    It is when a host says how to reach it or a link names a real
-    interface; hosts that do not say it yet get it from ``--inventory``.
-    """
-    return any(h.ssh for h in scenario.hosts) or any(lk.interfaces for lk in scenario.links)
-
-
-def unreached(scenario: Scenario) -> list[str]:
-    """Real-machine hosts that no ``ssh`` reaches (yet): what ``--inventory`` must supply."""
-    return [h.name for h in scenario.hosts if not h.ssh] if real_machines(scenario) else []
 
 
 def fabric_problem(transport: str, fabric: str) -> str | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 
+from sanlab.scenarios.plan import real_machines
 from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.schema import Fault, Link, Scenario
-from sanlab.scenarios.semantics.common import either, listed, real_machines
+from sanlab.scenarios.semantics.common import either, listed
 from sanlab.scenarios.sizes import format_duration
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sanlab.scenarios.plan import PlannedLink, faults_of
+from sanlab.scenarios.plan import PlannedLink, faults_of, real_machines
 from sanlab.scenarios.registry import FABRICS, STACKS, driver_fabric
 from sanlab.scenarios.schema import Link, Scenario
-from sanlab.scenarios.semantics.common import RDMA_FABRICS, either, listed, real_machines
+from sanlab.scenarios.semantics.common import RDMA_FABRICS, either, listed
 from sanlab.scenarios.sizes import format_size
 from sanlab.scenarios.topology import FABRIC_HOST, switch_names
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from sanlab.scenarios.plan import PlannedLink
+from sanlab.scenarios.plan import PlannedLink, real_machines
 from sanlab.scenarios.registry import FABRICS, GUESTS, STACKS, TRANSPORTS, limits, names, serving
 from sanlab.scenarios.schema import Projection, Scenario, Target
 from sanlab.scenarios.semantics.common import (
@@ -18,7 +18,6 @@ from sanlab.scenarios.semantics.common import (
     either,
     fabric_problem,
     listed,
-    real_machines,
     tls_owners,
 )
 from sanlab.scenarios.sizes import format_size

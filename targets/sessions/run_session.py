@@ -30,7 +30,6 @@ from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.results.outdir import OutputFolder, claim_fresh, copy_into
 from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal
 from sanlab.scenarios.schema import Scenario
-from sanlab.scenarios.semantics import real_machines
 from sanlab.targets import nvme_tls, rehearsal
 from sanlab.targets.dryrun import DryRunHost
 from sanlab.targets.points import finished_points, planned_points
@@ -163,7 +162,7 @@ def _capture_prefix(skip: int) -> str:
 def execute(loaded: Scenario, stem: str, journal: RunJournal, say: Say, snaplen: int | None) -> None:
     """Run the points the journal lacks, on real machines or on VMs booted for the run."""
     skip = int(journal.run.get("resumed_after") or 0)  # type: ignore[call-overload]
-    if real_machines(loaded):
+    if loaded.plan.real_machines:
         run_on_machines(loaded, journal.folder.root, journal, say, skip)
     else:
         _on_vms(loaded, stem, journal, skip, snaplen, say)
@@ -230,7 +229,7 @@ def _collect_logs(lab: Lab, folder: OutputFolder) -> None:
 def rehearse(loaded: Scenario, say: Say) -> list[DryRunHost]:
     """Walk the run with hosts that only write down what they are sent (real machines are
     read first, with ssh and nothing else); return them, commands and all."""
-    if real_machines(loaded):
+    if loaded.plan.real_machines:
         with machine_hosts(loaded) as hosts:
             ends = check_machines(loaded, hosts, say).endpoints
     else:
