@@ -8,6 +8,7 @@ ImmediateData, in-capsule limits, digests), whose defaults are Linux's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -308,8 +309,10 @@ def _nvme_tcp_plain(rw: str, bs: int, p: ProtocolParams) -> Recipe:
     return Recipe("nvme-tcp", rw, bs, msgs, 2)
 
 
+@functools.lru_cache(maxsize=4096)
 def recipe(transport: str, rw: str, bs: int, params: ProtocolParams | None = None) -> Recipe:
-    """The messages of one I/O; ``rw`` may be fio's (randread...) or plain read/write."""
+    """The messages of one I/O; ``rw`` may be fio's (randread...) or plain read/write (frozen,
+    so one is built once for every network that asks)."""
     direction = "read" if "read" in rw else "write"
     return _BUILDERS[transport](direction, bs, params or ProtocolParams())
 
@@ -334,6 +337,9 @@ class WireCost:
         return self.frames_out + self.frames_in
 
 
+# A fit builds every cell's network thousands of times, and a cell's frames depend only on its
+# messages, fabric and MTU: cut once (WireCost is frozen, so sharing it is safe).
+@functools.lru_cache(maxsize=4096)
 def wire_cost(r: Recipe, fabric: str, mtu: int) -> WireCost:
     frames = r.frames(fabric, mtu)
     out = [f for f in frames if f.direction == "out"]
