@@ -84,6 +84,17 @@ def run_scenario(data: dict, folder: Path, timeout: float) -> tuple[subprocess.C
     return result, out
 
 
+def verifying(scenario, per_rw: dict[str, int]):
+    """``scenario`` whose workloads each verify ``per_rw[their rw]`` bytes per job.
+
+    The VM tier's time is its emulated, verified I/O (issue #50): a test whose claim is a
+    mechanism (a fault under writes, a path over SSH) verifies less than the scenario file,
+    every block of it still read back and checked; the file's sizes stay what a user runs.
+    """
+    workloads = [w.model_copy(update={"verify_size": per_rw[w.rw[0]]}) for w in scenario.workloads]
+    return scenario.model_copy(update={"workloads": workloads})
+
+
 def attempts(heard: list[str]) -> list[list[str]]:
     """What a run said, split where a target is exported: one list per attempt at a target."""
     split: list[list[str]] = []
