@@ -23,6 +23,13 @@ Measured on the 2-core development machine under TCG:
   took 67-129 s in CI's tier, which keeps NVMe/RDMA over rxe;
 - a switch port down under a shared target, four VMs: 74-100 s
   (tests/test_port_down.py);
+- the smoke file as written (8 MiB written, 4 MiB read back per target;
+  tests/test_smoke.py): beside other work on 2026-11-27 it had run 18 of
+  its 24 points after 12 minutes and 361 CPU-seconds of its two QEMUs,
+  about a third of the VM tier; CI runs every target and workload of it
+  with a quarter of the bytes;
+- incast as written (4 MiB per initiator; tests/test_incast.py), where CI
+  verifies 2 MiB per initiator;
 - NVMe/TCP TLS and NVMe in-band authentication on Debian 13: 40 and 33 s,
   but the Debian 13 image they need is a second build (97 s cold, 166 s
   beside the tests) (tests/test_nvme_tls.py, tests/test_nvme_auth.py).
