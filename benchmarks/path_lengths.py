@@ -2,6 +2,7 @@
 
     flock /tmp/sanlab-vm.lock .venv/bin/python benchmarks/path_lengths.py [TARGET ...] [--again] [--quick]
 
+``--bs=N`` runs only the cells of that block size (4096 first: the most wanted).
 TARGET is one of nvme-tcp-none, iscsi-none, nvme-rdma-rxe, iser-rxe, srp-rxe, nvme-rdma-siw,
 iser-siw (default: all).  One lab (a cable each for TCP, rxe and siw) serves them all; cells
 run most wanted first, across every target, and no cell starts after 21 min (or
@@ -72,6 +73,7 @@ OUT = prof.ROOT / "models" / "data" / "paths" / "path-lengths.csv"
 DEADLINE = [float("inf")]
 BUDGET_S = 21 * 60
 RAW = prof.ROOT / "models" / "data" / "paths" / "path-lengths.runs.jsonl"
+BLOCKS = {4096, 65536}  # --bs=N narrows it
 
 
 def say(line: str) -> None:
@@ -314,7 +316,7 @@ def run_lab(lab: Lab, chosen: list[tuple[str, str, str, str]], quick: bool, agai
         say(f"idle background per halted sample: initiator {sum(rates[0].values()):.3f}, "
             f"target {sum(rates[1].values()):.3f}")  # fmt: skip
         ctx = {"mapping": mapping, "rates": rates, "worth": cal["worth"]}
-        for cell in CELLS[:1] if quick else CELLS:
+        for cell in CELLS[:1] if quick else [c for c in CELLS if c[1] in BLOCKS]:
             for t in [t for t in chosen if name_of(t) in devices]:
                 if (t[0], t[3], cell[0], str(cell[1]), str(cell[2])) in done:
                     continue
@@ -332,6 +334,7 @@ def main(argv: list[str]) -> int:
     quick, again = "--quick" in argv, "--again" in argv
     if quick:  # a check of the pipeline: its figures never reach models/data
         OUT, RAW = Path("/tmp/path-lengths-quick.csv"), Path("/tmp/path-lengths-quick.runs.jsonl")
+    BLOCKS.intersection_update({int(a[5:]) for a in argv if a.startswith("--bs=")} or BLOCKS)
     wanted = [a for a in argv if not a.startswith("--")]
     chosen = [t for t in TARGETS if not wanted or name_of(t) in wanted]
     if not chosen or len(chosen) < len(wanted):
