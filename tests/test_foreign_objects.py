@@ -51,8 +51,10 @@ INVENTORY = (
 def _scenario(targets: list[dict]):
     data = yaml.safe_load((SCENARIOS / "pair-rxe.yaml").read_text())
     data["targets"] = targets
+    # Two points a target, so that Ctrl-C after the first lands in the middle of its points
+    # (a third block size only added a point's TCG time to each target: issue #50).
     data["workloads"] = [
-        {"rw": "randwrite", "bs": ["4k", "8k", "16k"], "iodepth": 2, "verify": "crc32c", "verify_size": "1m"}
+        {"rw": "randwrite", "bs": ["4k", "16k"], "iodepth": 2, "verify": "crc32c", "verify_size": "1m"}
     ]
     return parse_scenario(data, "foreign.yaml")
 
@@ -91,7 +93,7 @@ def test_a_run_leaves_foreign_exports_alone(lab, tmp_path, via):
         tmp_path,
         via,
     )
-    assert [r.error for r in records] == [None] * 9, [r.error for r in records if r.error]
+    assert [r.error for r in records] == [None] * 6, [r.error for r in records if r.error]
     assert all(r.verify == "pass" for r in records)
     assert _inventory(lab) == before
 
