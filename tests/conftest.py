@@ -42,6 +42,19 @@ LONG_FILES = (
     "test_hostile_reading.py",
     "test_hostile_ssh.py",
 )
+# The VM tier's files, longest first (wall under -n 2, 2026-11-27): sorted by test count, the
+# one-test incast (minutes of four guests) went last and ran alone at the tier's end.
+LONG_FILES += (
+    "test_ssh_hosts.py",
+    "test_labs.py",
+    "test_emulator_pairs.py",
+    "test_multipath.py",
+    "test_flap.py",
+    "test_incast.py",
+    "test_foreign_objects.py",
+    "test_smoke.py",
+    "test_lab_cli.py",
+)
 
 
 def pytest_configure(config):
