@@ -33,6 +33,10 @@ Measured on the 2-core development machine under TCG:
 - NVMe/TCP TLS and NVMe in-band authentication on Debian 13: 40 and 33 s,
   but the Debian 13 image they need is a second build (97 s cold, 166 s
   beside the tests) (tests/test_nvme_tls.py, tests/test_nvme_auth.py).
+- a run's two points serially, then over a local Dask cluster of two workers,
+  each booting its own two VMs: 98 s in all (2026-11-27: 36 s serial, 57 s
+  spread, four VMs sharing two cores), records equal but for timings
+  (tests/test_run_cluster.py).
 
 With all of them CI took 27 minutes (1,623 s, 2026-11-25); with the first
 three out, 24 minutes on a cached image, too close to its 25 once the
