@@ -33,6 +33,9 @@ Measured on the 2-core development machine under TCG:
 - NVMe/TCP TLS and NVMe in-band authentication on Debian 13: 40 and 33 s,
   but the Debian 13 image they need is a second build (97 s cold, 166 s
   beside the tests) (tests/test_nvme_tls.py, tests/test_nvme_auth.py).
+- the smoke scenario without siw on Debian's backports kernel, brought as a
+  .deb (guest: {kernel: FILE}): 355 s, its image derived and snapshot saved
+  the first time (tests/test_own_kernel_vm.py).
 - a run's two points serially, then over a local Dask cluster of two workers,
   each booting its own two VMs: 98 s in all (2026-11-27: 36 s serial, 57 s
   spread, four VMs sharing two cores), records equal but for timings
