@@ -19,14 +19,14 @@ from sanlab.models.core.network import Point
 from sanlab.models.core.profile_files import given_profile, load_profile, profile_names
 from sanlab.models.core.project import check_size, project
 from sanlab.models.core.published import Measured, calibration_dir, load_table
-from sanlab.models.core.report import chart_png, csv_text, match, text_table
+from sanlab.models.core.report import Cell, chart_png, csv_text, match, text_table
 from sanlab.models.core.simulate import Settings
 from sanlab.progress import ticking
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario, parse_scenario
 from sanlab.scenarios.registry import FABRIC_NAMES, STACK_NAMES, TRANSPORT_NAMES
 from sanlab.scenarios.results.outdir import OutputFolder
-from sanlab.scenarios.results.records import results_document
+from sanlab.scenarios.results.records import ResultRecord, results_document
 from sanlab.scenarios.schema import DEFAULT_PROFILE, READ_WRITE, Projection, Scenario
 from sanlab.validation import fail, load_checked
 
@@ -149,23 +149,7 @@ def model(
     try:
         if budget and not opts["transport"]:
             raise click.UsageError("--budget needs --transport (one point)")
-        if opts["transport"]:
-            if scenario:
-                raise click.UsageError("give a SCENARIO or --transport, not both")
-            chosen = _one_point(opts)
-        else:
-            given = [f"--{k.replace('_', '-')}" for k in POINT_OPTIONS if opts.get(k) is not None]
-            if given:
-                raise click.UsageError(f"{', '.join(given)} need --transport")
-            chosen = load_checked(scenario) if scenario else _default_scenario()
-            if opts["profile"]:
-                chosen = chosen.model_copy(
-                    update={
-                        "projections": [
-                            p.model_copy(update={"profile": opts["profile"]}) for p in chosen.projections
-                        ]
-                    }
-                )
+        chosen = _chosen(scenario, opts)
         _check_projectable(chosen)
         count = check_size(chosen, str(scenario or chosen.name or "scenario"))  # before any point or file
         folder = _claim_report(report) if report else None
@@ -189,17 +173,41 @@ def model(
         for job, _ in results:
             _print_budget(job.point)
     if folder is not None:
-        try:  # each file whole and stamped as it lands: a Ctrl-C leaves only sanlab's files
-            folder.write_text("table.txt", text_table(cells, title, wide=True))
-            folder.write_text("cells.csv", csv_text(cells))
-            folder.write_bytes("chart.png", chart_png(cells, title))
-            folder.write_text("results.json", json.dumps(results_document(records), indent=2))
-        except SanlabError as exc:
-            fail(exc)
+        _write_report(folder, cells, title, records)
         click.echo(f"report written to {report}/ ({', '.join(REPORT_FILES)})")
 
 
+def _chosen(scenario: Path | None, opts: dict[str, Any]) -> Scenario:
+    """What to project: one point from --transport and its options, or a scenario (the file
+    given, else Zeta 2016) with --profile in place of each projection's own; options that only
+    make sense together are refused as a usage error before anything is read."""
+    if opts["transport"]:
+        if scenario:
+            raise click.UsageError("give a SCENARIO or --transport, not both")
+        return _one_point(opts)
+    given = [f"--{k.replace('_', '-')}" for k in POINT_OPTIONS if opts.get(k) is not None]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} need --transport")
+    chosen = load_checked(scenario) if scenario else _default_scenario()
+    if not opts["profile"]:
+        return chosen
+    projections = [p.model_copy(update={"profile": opts["profile"]}) for p in chosen.projections]
+    return chosen.model_copy(update={"projections": projections})
+
+
 REPORT_FILES = ("table.txt", "cells.csv", "chart.png", "results.json")
+
+
+def _write_report(folder: OutputFolder, cells: list[Cell], title: str, records: list[ResultRecord]) -> None:
+    """The report's four files, each whole and stamped as it lands, so a Ctrl-C leaves only
+    sanlab's files (the folder was claimed before any point was projected)."""
+    try:
+        folder.write_text("table.txt", text_table(cells, title, wide=True))
+        folder.write_text("cells.csv", csv_text(cells))
+        folder.write_bytes("chart.png", chart_png(cells, title))
+        folder.write_text("results.json", json.dumps(results_document(records), indent=2))
+    except SanlabError as exc:
+        fail(exc)
 
 
 def _claim_report(report: Path) -> OutputFolder:

@@ -21,6 +21,7 @@ from sanlab.models.sweeps.sweep import EXPAND_STEP, MAX_POINTS, SweepSpec, expan
 from sanlab.models.sweeps.sweep_run import (
     OVERSUBSCRIBE_ENV,
     WORKERS_PER_CORE,
+    Outcome,
     Progress,
     check_scheduler,
     check_workers,
@@ -107,6 +108,12 @@ def sweep(
         return
     if len(outcome.skipped) > len(grid.skipped):
         _say(f"skipped while projecting: {describe_skips(outcome.skipped)}")
+    _print_outcome(outcome, out)
+
+
+def _print_outcome(outcome: Outcome, out: Path) -> None:
+    """The human summary: how many points and by which solver, how many met the goals, the
+    first ten of their Pareto front (the rest are in pareto.csv), and which files hold it all."""
     click.echo(
         f"{len(outcome.rows):,} points ({outcome.computed:,} computed, {outcome.reused:,} reused) "
         f"in {outcome.seconds:.1f} s; solvers: "
