@@ -245,76 +245,79 @@ def _range(spread: tuple[float, float] | None) -> str:
     return low if low == high else f"{low}-{high}"
 
 
+CSV_COLUMNS = (
+    "setup",
+    "transport",
+    "fabric",
+    "link_gbps",
+    "rw",
+    "bs",
+    "numjobs",
+    "iodepth",
+    "iops",
+    "iops_ci_low",
+    "iops_ci_high",
+    "iops_params_low",
+    "iops_params_high",
+    "bw_mibps",
+    "lat_mean_us",
+    "lat_p99_us",
+    "cpu_target_pct",
+    "cpu_initiator_pct",
+    "bottleneck",
+    "regime",
+    "regime_fitted",
+    "bound_iops",
+    "published_iops",
+    "iops_error_pct",
+    "published_lat_us",
+    "lat_error_pct",
+)
+
+
 def csv_text(cells: Sequence[Cell]) -> str:
     """The cells as CSV, for the report folder's writer (scenarios/writing.py)."""
     handle = io.StringIO(newline="")
     writer = csv.writer(handle)
-    writer.writerow(
-        [
-            "setup",
-            "transport",
-            "fabric",
-            "link_gbps",
-            "rw",
-            "bs",
-            "numjobs",
-            "iodepth",
-            "iops",
-            "iops_ci_low",
-            "iops_ci_high",
-            "iops_params_low",
-            "iops_params_high",
-            "bw_mibps",
-            "lat_mean_us",
-            "lat_p99_us",
-            "cpu_target_pct",
-            "cpu_initiator_pct",
-            "bottleneck",
-            "regime",
-            "regime_fitted",
-            "bound_iops",
-            "published_iops",
-            "iops_error_pct",
-            "published_lat_us",
-            "lat_error_pct",
-        ]
-    )
-    for c in cells:
-        r, m = c.record, c.measured
-        ci = r.iops_ci95 or (None, None)
-        spread = r.iops_range95 or (None, None)
-        err, lat_err = c.iops_error, c.latency_error
-        writer.writerow(
-            [
-                c.label,
-                r.transport,
-                r.fabric,
-                r.link_gbps,
-                r.rw,
-                r.bs,
-                r.numjobs,
-                r.iodepth,
-                r.iops,
-                ci[0],
-                ci[1],
-                spread[0],
-                spread[1],
-                r.bw_mibps,
-                r.lat_mean_us,
-                r.lat_p99_us,
-                r.cpu_target_pct,
-                r.cpu_initiator_pct,
-                r.bottleneck,
-                r.regime,
-                "" if r.regime_fitted is None else str(r.regime_fitted).lower(),
-                r.bound,
-                m.iops if m else "",
-                f"{100 * err:.2f}" if err is not None else "",
-                m.lat_mean_us if m and m.lat_mean_us else "",
-                f"{100 * lat_err:.2f}" if lat_err is not None else "",
-            ]
-        )
+    writer.writerow(CSV_COLUMNS)
+    writer.writerows(_csv_row(c) for c in cells)
     return handle.getvalue()
+
+
+def _csv_row(c: Cell) -> list[Any]:
+    """One cell's values in ``CSV_COLUMNS`` order; a figure the cell lacks is left empty."""
+    r, m = c.record, c.measured
+    ci = r.iops_ci95 or (None, None)
+    spread = r.iops_range95 or (None, None)
+    err, lat_err = c.iops_error, c.latency_error
+    return [
+        c.label,
+        r.transport,
+        r.fabric,
+        r.link_gbps,
+        r.rw,
+        r.bs,
+        r.numjobs,
+        r.iodepth,
+        r.iops,
+        ci[0],
+        ci[1],
+        spread[0],
+        spread[1],
+        r.bw_mibps,
+        r.lat_mean_us,
+        r.lat_p99_us,
+        r.cpu_target_pct,
+        r.cpu_initiator_pct,
+        r.bottleneck,
+        r.regime,
+        "" if r.regime_fitted is None else str(r.regime_fitted).lower(),
+        r.bound,
+        m.iops if m else "",
+        f"{100 * err:.2f}" if err is not None else "",
+        m.lat_mean_us if m and m.lat_mean_us else "",
+        f"{100 * lat_err:.2f}" if lat_err is not None else "",
+    ]
 
 
 KIND_WORDS = {"randread": "random read", "randwrite": "random write", "read": "read", "write": "write"}
