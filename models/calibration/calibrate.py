@@ -41,6 +41,8 @@ LATENCY_WEIGHT = 0.5
 # cents, so figures under CPU_MIN_PCT (rounding alone is 17 % there) are not fitted.
 CPU_WEIGHT = 0.5
 CPU_MIN_PCT = 3.0
+# Profiles whose residuals a fit keeps (Task._residuals_of): a Jacobian's worth for each bench.
+SEEN_PROFILES = 256
 # A posterior interval at least this share of the prior's 95 % width says
 # the cells taught the fit little about that parameter.
 PRIOR_WIDTH_SHARE = 0.8
@@ -205,6 +207,10 @@ class Task:
     like: dict[str, str] = field(default_factory=dict)
     # Per cell (by ``id`` of the row): the simulator's figures over the MVA's (calibrate_sim).
     corrections: dict[int, Correction] = field(default_factory=dict)
+    # A profile's residuals by its name and every value it holds (``_residuals_of``).
+    _seen: dict[tuple[str, str], np.ndarray] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def profiles(self, x: np.ndarray) -> dict[str, Profile]:
         data = copy.deepcopy(self.document)
@@ -214,8 +220,19 @@ class Task:
 
     def data_residuals(self, x: np.ndarray) -> np.ndarray:
         built = self.profiles(x)
-        parts = [residuals(built[name], rows, self.corrections) for name, rows in self.rows.items() if rows]
+        parts = [self._residuals_of(name, built[name], rows) for name, rows in self.rows.items() if rows]
         return np.concatenate(parts) if parts else np.array([])
+
+    def _residuals_of(self, name: str, profile: Profile, rows: list[Measured]) -> np.ndarray:
+        """``residuals``, computed once per profile as built: a step of one bench's parameter
+        (a column of the fit's Jacobian) leaves the other benches' profiles as they were, and
+        their cells' residuals with them.  The key is every value the profile holds."""
+        key = (name, profile.model_dump_json())
+        if key not in self._seen:
+            if len(self._seen) >= SEEN_PROFILES:
+                del self._seen[next(iter(self._seen))]  # the oldest
+            self._seen[key] = residuals(profile, rows, self.corrections)
+        return self._seen[key]
 
 
 def solve(task: Task) -> Fit:

@@ -206,12 +206,13 @@ def _spreads(
     here: a published figure may pass the model's bound by what its unstated MTU or headers
     carry, and counting that as outside would score the model's assumptions, not its range."""
     x = np.log([fit.params[name] for name in task.params.names])
-    base = _solved(task.profiles(x), rows)
+    seen: dict[tuple[str, str], list[Solved]] = {}
+    base = _solved(task.profiles(x), rows, seen)
     moved: dict[str, list[list[Solved | None]]] = {name: [[] for _ in cells] for name, cells in rows.items()}
     for i in range(len(x)):
         nudged = x.copy()
         nudged[i] += STEP
-        stepped = _solved(task.profiles(nudged), rows)
+        stepped = _solved(task.profiles(nudged), rows, seen)
         for name, cells in stepped.items():
             for j, cell in enumerate(cells):
                 moved[name][j].append(cell)
@@ -228,6 +229,16 @@ def _spreads(
 
 
 def _solved(
-    profiles: Mapping[str, Profile], rows: Mapping[str, Sequence[Measured]]
+    profiles: Mapping[str, Profile],
+    rows: Mapping[str, Sequence[Measured]],
+    seen: dict[tuple[str, str], list[Solved]],
 ) -> dict[str, list[Solved]]:
-    return {name: [solved(row.point, profiles[name]) for row in cells] for name, cells in rows.items()}
+    """Each profile's cells solved, once per profile as built (``seen``, by every value it
+    holds): a step of one bench's parameter leaves the other benches' profiles as they were."""
+    out = {}
+    for name, cells in rows.items():
+        key = (name, profiles[name].model_dump_json())
+        if key not in seen:
+            seen[key] = [solved(row.point, profiles[name]) for row in cells]
+        out[name] = seen[key]
+    return out

@@ -37,10 +37,11 @@ def solve(net: Network) -> Solution:
             queues.append((s.name, s.demand_us / s.servers))
             delay += s.demand_us * (s.servers - 1) / s.servers
     n_customers = net.point.outstanding * net.split
+    demands = [d for _, d in queues]  # the loop below runs thousands of times a fit: plain floats
     lengths = [0.0] * len(queues)
     throughput = 0.0
     for n in range(1, n_customers + 1):
-        residence = [d * (1 + q) for (_, d), q in zip(queues, lengths, strict=True)]
+        residence = [d * (1 + q) for d, q in zip(demands, lengths)]  # noqa: B905 (same length)
         cycle = delay + sum(residence)
         previous, throughput = throughput, n / cycle
         lengths = [throughput * r for r in residence]
