@@ -3,10 +3,11 @@
 Each is run as a fresh process (interpreter start and imports included), and
 the CPU time the process spent is read beside the wall time: on a machine
 shared with other work the wall time stretches while the CPU time does not,
-so both are printed.  The points are the heaviest the issue names: 48 jobs
-at QD 16 of 512 B NVMe/RDMA reads (768 I/Os in flight, bound by the NIC's
-messages), 16 NVMe/TCP jobs at QD 32 on 8 cores, and 64 jobs at QD 64 from
-four initiators.
+so both are printed, with the load average before and after.  The points
+are the heaviest the issue names: 48 jobs at QD 16 of 512 B NVMe/RDMA reads
+(768 I/Os in flight, bound by the NIC's messages), 16 NVMe/TCP jobs at QD 32
+on 8 cores, and 64 jobs at QD 64 from four initiators.  The calibration's
+cross-validation runs in one process per core (its CPU time is counted too).
 
     python benchmarks/model_point_speed.py [--repeat 3] [--no-calibrate]
 """
@@ -14,6 +15,7 @@ four initiators.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import subprocess
@@ -54,6 +56,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-calibrate", action="store_true")
     args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     start = [timed([*SANLAB, "--version"]) for _ in range(args.repeat)]
     imports = statistics.median(w for w, _ in start)
     print(f"interpreter and imports (sanlab --version): median {imports:.2f} s wall")
@@ -65,6 +68,7 @@ def main() -> None:
     if not args.no_calibrate:
         wall, cpu = timed([*SANLAB, "calibrate"])
         print(f"sanlab calibrate (cross-validation included): {wall:.1f} s wall, {cpu:.1f} s CPU")
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

@@ -40,17 +40,23 @@ def test_zeta_all_30_cells_within_10_percent_mape(zeta):
     assert max(abs(c.iops_error) for c in cells) < 0.30
 
 
-def test_starwind_24_network_rows(starwind):
-    cells = [c for c in evaluate(load_profile("starwind-2024"), starwind) if c.row.point.transport != "local"]
+@pytest.fixture(scope="module")
+def starwind_cells(starwind):
+    """StarWind's cells from the simulator, once for the two tests that score them."""
+    return evaluate(load_profile("starwind-2024"), starwind)
+
+
+def test_starwind_24_network_rows(starwind_cells):
+    cells = [c for c in starwind_cells if c.row.point.transport != "local"]
     assert len(cells) == 24
     assert mape([c.iops_error for c in cells]) <= 15.0
     assert mape([c.latency_error for c in cells]) <= 25.0
 
 
-def test_starwind_cpu_figures_within_30_percent(starwind):
+def test_starwind_cpu_figures_within_30_percent(starwind_cells):
     """The published CPU usage (the initiator's, of its physical cores) is fitted as latency is;
     only figures of 3 % and up, which whole per cents describe to better than 17 %."""
-    cells = [c for c in evaluate(load_profile("starwind-2024"), starwind) if c.cpu_error is not None]
+    cells = [c for c in starwind_cells if c.cpu_error is not None]
     assert len(cells) == 10
     assert mape([c.cpu_error for c in cells]) <= 30.0
 
@@ -58,11 +64,12 @@ def test_starwind_cpu_figures_within_30_percent(starwind):
 @pytest.fixture(scope="module")
 def calibration(calibration_dir):
     """The joint fit and its cross-validation, made once for the three tests that read them
-    (a minute of fitting: one solve, then one a split)."""
+    (a minute of fitting: one solve, then one a split, the splits in a process per core)."""
     return calibrate(None, calibration_dir, cross_validate=True, seed=1)
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
+@pytest.mark.subprocess  # the cross-validation's splits fit in processes of their own
 def test_committed_fit_is_reproducible(calibration):
     result = calibration.result
     committed = {
@@ -90,6 +97,7 @@ def test_one_linux_initiator_has_one_cost_in_every_profile():
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
+@pytest.mark.subprocess  # the cross-validation's splits fit in processes of their own
 def test_cross_validation_predicts_unseen_cells(calibration):
     """Within a bench the unseen cells are predicted within 25 %; a whole bench left out within 35 %."""
     assert len(calibration.holdouts) >= 5  # reads -> writes, a bench's fastest link, a study out each
@@ -111,6 +119,7 @@ def test_no_published_figure_inside_model_code(zeta, starwind):
 
 
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
+@pytest.mark.subprocess  # the cross-validation's splits fit in processes of their own
 def test_the_committed_cross_validation_figures_reproduce_exactly(calibration):
     """What stacks.fit.yaml (and so the READMEs) quote is what `sanlab calibrate` prints, seed 1."""
     committed = load_raw(str(REPO / "models/stacks.fit.yaml"))["result"]

@@ -11,8 +11,12 @@ predicted from the others (its own hardware at its priors).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-from collections.abc import Callable
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -281,22 +285,59 @@ class Calibration:
 
 
 def calibrate(
-    names: list[str] | None, data: Path | None, cross_validate: bool = True, seed: int = 1
+    names: list[str] | None,
+    data: Path | None,
+    cross_validate: bool = True,
+    seed: int = 1,
+    workers: int | None = None,
 ) -> Calibration:
-    """Fit the stacks and the named studies (default: all) together, and score every cell."""
+    """Fit the stacks and the named studies (default: all) together, and score every cell.
+
+    The cross-validation's splits are fits of their own, each as long as the
+    joint one: they run in ``workers`` processes (default: one per core this
+    process may use) while this one fits the joint model.  Each split's
+    figures are what it gives alone, to the last bit: the same code on the same inputs.
+    """
     studies = load_studies(names, data)
     task = joint_task(studies)
-    result = solve(task)
-    cells = {s.name: evaluate(result.profiles[s.name], s.rows, seed) for s in studies}
-    splits = (
-        [_holdout(studies, label, use, seed) for label, use in holdouts(studies)] if cross_validate else []
-    )
+    count = len(holdouts(studies)) if cross_validate else 0
+    with _pool(count, workers) as pool:
+        pending = [pool.submit(_holdout_at, names, data, i, seed) for i in range(count)] if pool else []
+        result = solve(task)
+        cells = {s.name: evaluate(result.profiles[s.name], s.rows, seed) for s in studies}
+        if pool:
+            splits = [future.result() for future in pending]
+        else:
+            splits = [_holdout(studies, label, use, seed) for label, use in holdouts(studies)[:count]]
     splits = _cross_fitted(splits, {study_out(s.name) for s in studies})
     network = {name: [c for c in scored if c.row.point.networked] for name, scored in cells.items()}
     judged = bands(task, result, network)
     sigma = model_error(judged)
     fitted = tuple(replace(b, model_sigma=sigma) for b in judged)
     return Calibration(result, cells, splits, task.params.priors, fitted, sigma)
+
+
+@contextlib.contextmanager
+def _pool(tasks: int, workers: int | None) -> Iterator[ProcessPoolExecutor | None]:
+    """Processes for ``tasks`` splits, one per core this process may use (or ``workers``); none
+    where only one would run (one core, one split, or ``workers`` 1)."""
+    wanted = min(tasks, workers if workers is not None else len(os.sched_getaffinity(0)))
+    if wanted < 2:
+        yield None
+        return
+    # spawn: fresh processes, without a copy of this one's threads (sanlab calibrate's progress
+    # ticker), that are this one's children, so their CPU time is counted as its own.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=wanted, mp_context=context) as pool:
+        yield pool
+
+
+def _holdout_at(names: list[str] | None, data: Path | None, index: int, seed: int) -> Holdout:
+    """Split ``index`` of ``holdouts``, in a worker: its studies loaded again (a split's rule,
+    a closure, does not cross processes; its index does)."""
+    studies = load_studies(names, data)
+    label, use = holdouts(studies)[index]
+    return _holdout(studies, label, use, seed)
 
 
 def _cross_fitted(splits: list[Holdout], whole: set[str]) -> list[Holdout]:
