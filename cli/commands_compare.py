@@ -17,9 +17,7 @@ SCENARIO_COPY = "scenario.yaml"  # what every run folder keeps (targets/sessions
 @click.command()
 @click.argument("run_a", type=click.Path(path_type=Path))
 @click.argument("run_b", type=click.Path(path_type=Path))
-@click.option(
-    "--no-captures", is_flag=True, help="Leave out the wire ladders (no tshark pass)."
-)
+@click.option("--no-captures", is_flag=True, help="Leave out the wire ladders (no tshark pass).")
 @click.option("--no-model", is_flag=True, help="Leave out the model's projections.")
 def compare(run_a: Path, run_b: Path, no_captures: bool, no_model: bool) -> None:
     """Compare two 'sanlab run' folders of one scenario, e.g. on two kernels.
@@ -55,7 +53,11 @@ def _ladders(a: RunRead, b: RunRead) -> tuple[list[Ladder], list[Ladder]] | str:
     rows: tuple[list[Ladder], list[Ladder]] = ([], [])
     for side, pcaps in zip(rows, found, strict=True):
         for pcap in pcaps:
-            for g in analyze(pcap).groups:
+            try:
+                groups = analyze(pcap).groups
+            except SanlabError as exc:  # the rest of the page still stands: say why there are none
+                return f"No wire ladders: {str(exc).splitlines()[0]}"
+            for g in groups:
                 side.append(
                     Ladder(
                         pcap.stem, g.transport, g.op, g.bytes, g.count,

@@ -80,7 +80,7 @@ def test_the_page_says_what_differs_and_never_compares_emulated_speeds():
     text = page(a, b, ladders, ([projected], [projected]))
     assert "| kernel | 6.1.0-41-amd64 | 6.12.57+deb13-amd64 |" in text
     assert "1 points; 1 with another outcome in B than in A." in text
-    assert "| pass | FAIL | 2.4 | 9.5 | **differs** |" in text
+    assert "| pass | FAIL | 2.40 | 9.50 | **differs** |" in text
     assert "| roce | nvme-tcp | write 4k | 256 | 256 | **4 -> 3** | 4418 | 1 |" in text
     assert EMULATED_NOTE in text
     assert "12345" not in text and "12,345" not in text and "900" not in text  # emulated IOPS: never shown

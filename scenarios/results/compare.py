@@ -195,7 +195,7 @@ def label(record: ResultRecord, who: bool = False) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
+    return "-" if value is None else f"{value:.2f}"
 
 
 def _recovery(record: ResultRecord | None) -> str:
@@ -261,7 +261,9 @@ def _ladders(a: list[Ladder], b: list[Ladder]) -> list[str]:
     for r in pooled(b):
         keyed.setdefault((r.link, r.transport, r.op, r.bytes), [None, None])[1] = r
     rows = [
-        "Messages (frames), captured bytes and round trips per I/O; A -> B.",
+        "Messages (frames), captured bytes and round trips per I/O; A -> B.  Two runs of one kernel "
+        "differ here too (ACKs coalesce as the timing falls): rerun one kernel to see how much "
+        "before reading a change as the kernel's.",
         "",
         "| link | transport | I/O | A I/Os | B I/Os | frames | bytes | round trips |",
         "|---|---|---|---|---|---|---|---|",
