@@ -104,3 +104,30 @@ def test_the_kernel_is_read_from_the_runs_kernel_logs(tmp_path):
         "[    0.000000] Linux version 6.12.57+deb13-amd64 (debian-kernel@lists.debian.org) ...\n"
     )
     assert read_run(tmp_path, "RUN_A").kernel == "6.12.57+deb13-amd64"
+
+
+KEPT = Path(__file__).resolve().parent / "data" / "kernel-compare"  # README.md: how they were made
+
+
+def test_two_kernels_real_runs_on_one_page():
+    """Two real runs (Debian 12's 6.1 and Debian 13's 6.12) of one scenario: the kernels from
+    their logs, each point's verdict and recovery, the model's figures, no emulated speed."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    run = CliRunner().invoke(cli, ["compare", str(KEPT / "debian-12"), str(KEPT / "debian-13")])
+    assert run.exit_code == 0, run.output
+    text = run.output
+    assert "| kernel | 6.1.0-50-amd64 | 6.12.117+deb13-amd64 |" in text
+    assert "2 points; 0 with another outcome in B than in A." in text
+    assert "| nvme-tcp nvmet eth randwrite 4k qd4 j1 | pass | pass | 1.14 | 0.37 |  |" in text
+    assert "| nvme-rdma nvmet roce/rxe randwrite 4k qd4 j1 | pass | pass | 0.13 | 0.61 |  |" in text
+    assert "No wire ladders: debian-12 and debian-13 kept no capture" in text
+    model = text.split("## The model's projection", 1)[1]
+    assert model.count("(modern-100g) |") == 2 and EMULATED_NOTE in model
+    before = text.split("## The model", 1)[0]
+    assert "IOPS" not in before and "lat" not in before.lower()  # no emulated speed is set out
+    for folder in ("debian-12", "debian-13"):
+        for record in json.loads((KEPT / folder / "results.json").read_text())["results"]:
+            assert f"| {record['iops']:,.0f} |" not in text and f"| {record['lat_mean_us']:.1f} |" not in text
