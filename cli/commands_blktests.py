@@ -16,7 +16,12 @@ from sanlab.validation import fail
 
 @click.group()
 def blktests() -> None:
-    """Upstream blktests (github.com/osandov/blktests): give a checkout, never a copy in sanlab."""
+    """Upstream blktests (github.com/osandov/blktests): give a checkout, never a copy in sanlab.
+
+    \b
+    Example:
+      sanlab blktests results ~/blktests/results
+    """
 
 
 @blktests.command()

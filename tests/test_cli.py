@@ -11,7 +11,10 @@ from sanlab import __version__
 from sanlab.main import cli
 from support import SCENARIOS, require_tool
 
-COMMANDS = ["validate", "model", "calibrate", "sweep", "run", "lab", "analyze", "images", "dissectors"]
+COMMANDS = [
+    "validate", "model", "calibrate", "sweep", "run", "compare", "blktests", "lab", "analyze", "images",
+    "dissectors",
+]  # fmt: skip
 
 
 def invoke(*args: str):
