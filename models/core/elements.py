@@ -1,17 +1,12 @@
-"""The elements of the I/O path, each with one contract: ``put(io)``, then ``.out``.
+"""SimPy elements of the I/O path, each with one contract: ``put(io)``, then ``.out``.
 
 Like a post-office counter: an I/O is put in, waits for a free clerk, is
 served for a while, and is handed to whatever ``.out`` is wired to.  A
 ``Delay`` is a corridor everyone walks down at once.  Each service
-completion is one entry on a ``Clock``: an event list in time order, ties
-in the order they were scheduled.  That is SimPy's discrete-event
-discipline (its ``Environment`` orders events by time, priority and
-insertion, and every event here is an ordinary timeout), kept to the one
-thing the model uses: a callback at a time.  SimPy's general events
-(callback lists, processes, failure handling) cost two to three times as
-much per visit, and a projection at depth makes millions of visits; the
-two give the same answer to the last bit (``tests/test_model_engine.py``
-runs both).
+completion is one bare SimPy timeout with one callback (``Clock.at``), no
+process per I/O, so a projection stays cheap enough to stop as soon as its
+estimate is tight.  SimPy keeps the event list: time order, and ties in the
+order they were scheduled.
 """
 
 from __future__ import annotations
@@ -19,40 +14,37 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
-from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
+import simpy
 
 Sink = Callable[[Any], None]
 
 
 class Clock:
-    """Simulated time and the events still to come: ``at(delay, call, arg)``, then ``run``."""
+    """SimPy's Environment, seen through the one thing the model asks of it: call ``call(arg)``
+    ``delay`` from now (``at``), until ``stop``.  ``now`` is the simulated time in us."""
 
     def __init__(self) -> None:
-        self.now = 0.0
-        self._events: list[tuple[float, int, Sink | None, Any]] = []
-        self._order = itertools.count()
-        self._stopping = False
+        self.env = simpy.Environment()
+        self._until = self.env.event()
+
+    @property
+    def now(self) -> float:
+        return float(self.env.now)
 
     def at(self, delay: float, call: Sink, arg: Any) -> None:
         """Call ``call(arg)`` ``delay`` from now, after everything already due by then."""
-        heappush(self._events, (self.now + delay, next(self._order), call, arg))
+        self.env.timeout(delay, arg).callbacks.append(lambda event: call(event.value))
 
     def stop(self) -> None:
-        """End ``run`` now, once the events already due now have run (SimPy's ``run(until=event)``)."""
-        if not self._stopping:
-            self._stopping = True
-            heappush(self._events, (self.now, next(self._order), None, None))
+        """End ``run`` now, once the events already due now have run (``run(until=event)``)."""
+        if not self._until.triggered:
+            self._until.succeed()
 
     def run(self) -> None:
-        events = self._events
-        while True:
-            self.now, _, call, arg = heappop(events)
-            if call is None:
-                return
-            call(arg)
+        self.env.run(until=self._until)
 
 
 def jitter(rng: np.random.Generator, cv: float, block: int = 4096) -> Iterator[float]:
