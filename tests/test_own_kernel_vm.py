@@ -34,7 +34,7 @@ def backports_deb() -> Path:
     """The backports kernel package, from $SANLAB_TEST_KERNEL_DEB or the cache (fetched under CI)."""
     if os.environ.get("SANLAB_TEST_KERNEL_DEB"):
         return Path(os.environ["SANLAB_TEST_KERNEL_DEB"])
-    found = sorted(CACHE.glob("linux-image-*bpo*_amd64.deb"))
+    found = sorted(CACHE.glob("linux-image-*bpo*_amd64.deb"), key=_natural)
     if found:
         return found[-1]
     if os.environ.get("CI") != "true":
@@ -52,7 +52,12 @@ def backports_deb() -> Path:
     assert package, f"no kernel package named by linux-image-amd64 in bookworm-backports:\n{shown[:500]}"
     CACHE.mkdir(parents=True, exist_ok=True)
     subprocess.run(["apt-get", "download", f"{package.group(1)}/bookworm-backports"], cwd=CACHE, check=True)
-    return sorted(CACHE.glob("linux-image-*bpo*_amd64.deb"))[-1]
+    return sorted(CACHE.glob("linux-image-*bpo*_amd64.deb"), key=_natural)[-1]
+
+
+def _natural(path: Path) -> list[object]:
+    """6.12.100 after 6.12.95: the numbers in a name compared as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", path.name)]
 
 
 def without_siw(smoke: dict) -> dict:
@@ -103,4 +108,29 @@ def test_the_smoke_passes_verified_on_debians_backports_kernel(guest_image, tmp_
         assert r["error"] is None and r["verify"] == "pass", r
         assert r["verified_bytes"] == VERIFIED[r["rw"]] * r["numjobs"], r
     release = deb.name.split("_")[0].removeprefix("linux-image-")
+    assert release in (out / "logs" / "initiator.dmesg").read_text().splitlines()[0]
+
+
+@pytest.mark.vm
+@pytest.mark.long
+def test_a_built_tree_unpacked_from_the_deb_boots_and_passes_verified(guest_image, tmp_path):
+    """The same kernel as a built tree: ``bzImage``, ``.config`` and ``lib/modules/V``."""
+    deb = backports_deb()
+    tree = tmp_path / "linux"
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tree)], check=True)
+    (vmlinuz,) = (tree / "boot").glob("vmlinuz-*")
+    (tree / "arch" / "x86" / "boot").mkdir(parents=True)
+    vmlinuz.rename(tree / "arch" / "x86" / "boot" / "bzImage")
+    (config,) = (tree / "boot").glob("config-*")
+    config.rename(tree / ".config")
+    data = yaml.safe_load((SCENARIOS / "pair-rxe.yaml").read_text())
+    data["guest"] = {"kernel": str(tree)}
+    verified = {"rw": "randwrite", "bs": "4k", "iodepth": 4, "verify": "crc32c", "verify_size": "8m"}
+    data["workloads"] = [verified]
+    result, out = run_scenario(data, tmp_path, timeout=900)
+    (tmp_path / "run.stderr").write_text(result.stderr)
+    assert result.returncode == 0, result.stderr[-4000:]
+    (record,) = json.loads(result.stdout)["results"]
+    assert record["error"] is None and record["verify"] == "pass" and record["verified_bytes"] == 8 << 20
+    release = vmlinuz.name.removeprefix("vmlinuz-")
     assert release in (out / "logs" / "initiator.dmesg").read_text().splitlines()[0]
