@@ -48,6 +48,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sanlab.emulator import accel as accelerator
+from sanlab.emulator.agent import AgentError
 from sanlab.emulator.images import Image, cache_root
 from sanlab.emulator.monitor import qmp
 from sanlab.emulator.processes import pid_alive
@@ -218,6 +219,11 @@ def _template_spec(shape: Shape, work: Path) -> VmSpec:
     return VmSpec(TEMPLATE_HOST, shape.cpus, shape.memory_mib, nics)
 
 
+class RestoreTimedOut(SanlabError):
+    """A restore that ran out of time while QEMU still ran: on a loaded machine a good snapshot
+    can be slow, so it is not thrown away for this (a garbled one fails or exits QEMU)."""
+
+
 def _wait_migration(vm: Vm, timeout: float, doing: str) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -228,8 +234,10 @@ def _wait_migration(vm: Vm, timeout: float, doing: str) -> None:
             return
         if state in ("failed", "cancelled"):
             raise SanlabError(f"{doing} the machine's state {state}: {status.get('error-desc', '')}".strip())
-        if time.monotonic() > deadline or not vm.running():
-            raise SanlabError(f"{doing} the machine's state did not finish within {timeout:.0f} s")
+        if not vm.running():
+            raise SanlabError(f"QEMU exited while {doing} the machine's state")
+        if time.monotonic() > deadline:
+            raise RestoreTimedOut(f"{doing} the machine's state did not finish within {timeout:.0f} s")
         time.sleep(0.05)
 
 
@@ -265,7 +273,12 @@ def restore(vm: Vm, snapshot: Snapshot) -> None:
     )
     _wait_migration(vm, RESTORE_TIMEOUT_S, "loading")
     qmp(vm.qmp_socket, "run the restored guest", ("cont", {}))
-    vm.agent.wait_ready(AGENT_AFTER_RESTORE_S)
+    try:
+        vm.agent.wait_ready(AGENT_AFTER_RESTORE_S)
+    except AgentError as exc:
+        if vm.running():
+            raise RestoreTimedOut(str(exc)) from None
+        raise
     vm.agent.run(identity_script(vm.spec), timeout=30).check()
 
 
@@ -302,7 +315,8 @@ def wait_started(
     """Seconds until ``vm``'s agent answered as itself: restored, or booted cold when there is
     no snapshot or it would not restore (one line says why; that snapshot is saved anew next
     time, and the QEMU that failed, ours, is stopped first).  Once ``cancelled`` is set (Ctrl-C,
-    another guest's failure) a restore that fails is not followed by a cold boot."""
+    another guest's failure) a restore that fails is not followed by a cold boot.  A restore
+    that only timed out keeps its snapshot: the next lab tries it again."""
     if snapshot is None or not vm.incoming:
         return vm.wait_ready(timeout)
     started = time.monotonic()
@@ -315,7 +329,8 @@ def wait_started(
         say(f"  {vm.name}: snapshot {snapshot.key} did not restore ({why}); booting cold")
         vm.stop(grace=1.0)
         vm.agent.close()
-        (snapshot.path / MANIFEST).unlink(missing_ok=True)
+        if not isinstance(exc, RestoreTimedOut):
+            (snapshot.path / MANIFEST).unlink(missing_ok=True)
         start(vm, None)
         return vm.wait_ready(timeout)
     vm.boot_seconds = time.monotonic() - started

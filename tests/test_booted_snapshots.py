@@ -136,10 +136,23 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
     with running_lab(scenario, "test-snap-warm", lines.append, keep_logs=False) as lab:
         image = lab.vms["initiator"].image  # the guest's own ($SANLAB_GUEST may name another)
         key = snapshots.snapshot_key(image, lab.vms["initiator"].qemu, _shape_of(lab))
+    # A restore that only runs out of time (a loaded machine) boots cold but keeps the snapshot:
+    # tried on the shared one, whose manifest a timeout must leave alone.
+    shared = snapshots.snapshots_dir() / key / snapshots.MANIFEST
+    waited = snapshots.AGENT_AFTER_RESTORE_S
+    monkeypatch.setattr(snapshots, "AGENT_AFTER_RESTORE_S", 0.0)
+    lines.clear()
+    with running_lab(scenario, "test-snap-slow", lines.append, keep_logs=False) as lab:
+        assert not any(vm.incoming for vm in lab.vms.values())
+    said = [line for line in lines if "did not restore" in line]
+    assert len(said) == 2 and all("did not answer within 0 s" in line for line in said), lines
+    assert shared.is_file(), "a restore that timed out threw a good snapshot away"
+    monkeypatch.setattr(snapshots, "AGENT_AFTER_RESTORE_S", waited)
     # The shared snapshot stays whole: labs of the other test worker restore it meanwhile, and
     # a garbled one would cost them (and the next tests) a cold boot and a save.  The test's own
     # folder holds the same snapshot, garbled, and later the foreign QEMU's.
     ram = _private_copy(snapshots.snapshots_dir() / key, short_dir, monkeypatch)
+    manifest = ram.parent / snapshots.MANIFEST
     with ram.open("r+b") as handle:  # the migration stream's header, garbled
         handle.write(b"\xff" * 4096)
     lines.clear()
@@ -148,6 +161,7 @@ def test_a_corrupt_or_foreign_snapshot_costs_a_cold_boot_and_one_line(guest_imag
         assert lab.vms["target"].run("hostname", timeout=30).check().stdout.strip() == "target"
     said = [line for line in lines if "did not restore" in line]
     assert len(said) == 2 and all("booting cold" in line for line in said), lines
+    assert not manifest.exists(), "a garbled snapshot was kept for the next lab to fail on"
     # another QEMU never finds this QEMU's snapshot: it saves its own, then restores it
     monkeypatch.setattr(snapshots, "version_line", lambda qemu: "QEMU emulator version 99.0.0")
     lines.clear()
