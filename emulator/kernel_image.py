@@ -16,7 +16,6 @@ The image's key is the base image's key with the kernel's digest (kernels.kernel
 from __future__ import annotations
 
 import datetime
-import gzip
 import hashlib
 import json
 import lzma
@@ -26,6 +25,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
@@ -43,6 +43,7 @@ from sanlab.emulator.images import (
 )
 from sanlab.emulator.kernels import KernelSource
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.writing import open_stream, write_file
@@ -52,6 +53,10 @@ MODULES_PREFIX = "usr/lib/modules/"  # where the base guests (merged /usr) keep 
 VERSION_FILE = "usr/lib/sanlab/kernel-version"  # what customize.sh writes: the guest's kernel
 MODULE_INDEXES = ("modules.order", "modules.builtin", "modules.builtin.modinfo")
 DEPMOD_TIMEOUT_S = 120.0
+KERNEL_IMAGE_BYTES = 256 << 20  # a bzImage is about 10 MB
+MODULE_BYTES = 64 << 20  # the largest module (amdgpu) is about 30 MB, uncompressed
+INDEX_BYTES = 16 << 20  # modules.order and its kin are kilobytes
+UNPACKED_BYTES = 4 << 30  # a kernel's image and modules as a .deb holds them: about 500 MB
 
 
 def ready_scenario_image(scenario: Scenario, progress: Say) -> Image:
@@ -106,7 +111,8 @@ def derive(base: Image, guest: str, source: KernelSource, progress: Say) -> Imag
             pruned = Path(scratch) / "pruned"
             _prune(modules, kept, pruned / "lib" / "modules" / version)
             _depmod(pruned, version)
-            write_file(work / "vmlinuz", vmlinuz.read_bytes(), exists="refuse")
+            kernel_bytes = read_bounded(vmlinuz, KERNEL_IMAGE_BYTES, "kernel image")
+            write_file(work / "vmlinuz", kernel_bytes, exists="refuse")
             _repack(base.initrd, pruned / "lib" / "modules" / version, version, work / "rootfs.cpio")
             manifest = {
                 "guest": guest,
@@ -137,12 +143,18 @@ def _unpacked(source: KernelSource, into: Path) -> tuple[str, Path, Path]:
         modules = kernels.tree_modules(source)
         return modules.name, kernels.tree_file(source, kernels.TREE_KERNELS, "kernel image"), modules
     images: dict[str, Path] = {}
+    unpacked = 0
     with kernels.deb_members(source) as members:
         for member, data in members:
             name = member.name.removeprefix("usr/")
             parts = name.split("/")
-            if data is None or ".." in parts or "" in parts:
+            if data is None or ".." in parts or "" in parts or "." in parts:
                 continue
+            unpacked += member.size
+            if unpacked > UNPACKED_BYTES:
+                raise SanlabError(
+                    f"{source.path}: unpacks to over {UNPACKED_BYTES >> 30} GiB; not a kernel package"
+                )
             if name.startswith("boot/vmlinuz-"):
                 images[name.removeprefix("boot/vmlinuz-")] = _copy_out(data, into / "vmlinuz")
             elif name.startswith("lib/modules/") and len(parts) > 3:
@@ -173,15 +185,26 @@ def module_name(path: Path) -> str:
 
 def _modinfo(path: Path) -> tuple[list[str], list[str]]:
     """A module's hard dependencies and soft ones, from its .modinfo strings."""
-    raw = path.read_bytes()
-    if path.name.endswith(".xz"):
-        raw = lzma.decompress(raw)
-    elif path.name.endswith(".gz"):
-        raw = gzip.decompress(raw)
+    raw = _module_bytes(path)
     depends = re.search(rb"(?:^|\0)depends=([^\0]*)\0", raw)
     hard = [d for d in (depends.group(1).decode().split(",") if depends else []) if d]
     soft = [w for m in re.finditer(rb"(?:^|\0)softdep=([^\0]*)\0", raw) for w in m.group(1).decode().split()]
     return hard, [w for w in soft if not w.endswith(":")]
+
+
+def _module_bytes(path: Path) -> bytes:
+    """A module file's bytes, decompressed to at most MODULE_BYTES (a bomb is one line)."""
+    raw = read_bounded(path, MODULE_BYTES, "kernel module")
+    if not path.name.endswith((".xz", ".gz")):
+        return raw
+    unpack = lzma.LZMADecompressor() if path.name.endswith(".xz") else zlib.decompressobj(wbits=31)
+    try:
+        data = unpack.decompress(raw, MODULE_BYTES + 1)
+    except (lzma.LZMAError, zlib.error) as exc:
+        raise SanlabError(f"kernel module {path}: cannot decompress it ({exc})") from None
+    if len(data) > MODULE_BYTES:
+        raise SanlabError(f"kernel module {path}: decompresses to over {MODULE_BYTES >> 20} MiB")
+    return data
 
 
 def keep_modules(root: Path, wanted: list[str]) -> tuple[list[Path], list[str]]:
@@ -189,9 +212,8 @@ def keep_modules(root: Path, wanted: list[str]) -> tuple[list[Path], list[str]]:
     wanted names the kernel has neither as a module nor built in."""
     index = {module_name(p): p for p in kernels.module_files(root)}
     builtin = root / "modules.builtin"
-    built_in = (
-        {module_name(Path(line)) for line in builtin.read_text().split()} if builtin.is_file() else set()
-    )
+    text = read_bounded(builtin, INDEX_BYTES, "kernel module index") if builtin.is_file() else b""
+    built_in = {module_name(Path(line)) for line in text.decode(errors="replace").split()}
     kept: dict[str, Path] = {}
     absent = []
     todo = [w.replace("-", "_") for w in wanted]
@@ -211,10 +233,13 @@ def keep_modules(root: Path, wanted: list[str]) -> tuple[list[Path], list[str]]:
 
 def _prune(root: Path, kept: list[Path], into: Path) -> None:
     for path in kept:
-        write_file(into / path.relative_to(root), path.read_bytes(), exists="refuse")
+        write_file(
+            into / path.relative_to(root), read_bounded(path, MODULE_BYTES, "kernel module"), exists="refuse"
+        )
     for name in MODULE_INDEXES:
         if (root / name).is_file():
-            write_file(into / name, (root / name).read_bytes(), exists="refuse")
+            index = read_bounded(root / name, INDEX_BYTES, "kernel module index")
+            write_file(into / name, index, exists="refuse")
 
 
 def _depmod(base: Path, version: str) -> None:
@@ -234,7 +259,7 @@ def _depmod(base: Path, version: str) -> None:
 
 def _repack(initrd: Path, modules: Path, version: str, out: Path) -> None:
     """The base initramfs without its kernel's modules, with these and the new kernel-version."""
-    with initrd.open("rb") as source, open_stream(out, "new", binary=True) as sink:
+    with open_regular(initrd, "base image") as source, open_stream(out, "new", binary=True) as sink:
         writer = CpioWriter(cast(BinaryIO, sink))
         for name, mode, uid, gid, mtime, data in read_cpio(source):
             if not (name.startswith(MODULES_PREFIX) or name == VERSION_FILE):
@@ -246,9 +271,8 @@ def _repack(initrd: Path, modules: Path, version: str, out: Path) -> None:
             name = MODULES_PREFIX + version + "/" + str(here.relative_to(modules))
             writer.add(name.removesuffix("/."), 0o40755, 0, 0, now)
             for file in sorted(files):
-                writer.add(
-                    f"{name.removesuffix('/.')}/{file}", 0o100644, 0, 0, now, (here / file).read_bytes()
-                )
+                data = read_bounded(here / file, MODULE_BYTES, "pruned module")
+                writer.add(f"{name.removesuffix('/.')}/{file}", 0o100644, 0, 0, now, data)
             dirs.sort()
         writer.add(VERSION_FILE, 0o100644, 0, 0, now, f"{version}\n".encode())
         writer.close()

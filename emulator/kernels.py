@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Literal
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.kernel_needs import kernel_needs
 from sanlab.scenarios.schema import Scenario
 
@@ -67,7 +68,7 @@ def kernel_source(given: str) -> KernelSource:
         raise SanlabError(f"{where}: no such file or directory (a linux-image .deb or a built kernel tree)")
     if not path.is_file():
         raise SanlabError(f"{where}: is neither a file nor a directory")
-    with path.open("rb") as handle:
+    with open_regular(path, where) as handle:
         head = handle.read(len(DEB_MAGIC))
     if head != DEB_MAGIC:
         raise SanlabError(f"{where}: is not a Debian package (.deb); give a linux-image .deb or a built tree")
@@ -80,18 +81,18 @@ def kernel_digest(source: KernelSource) -> str:
     new key without hashing gigabytes of modules on every run)."""
     digest = hashlib.sha256(source.kind.encode())
     if source.kind == "deb":
-        _hash_file(digest, source.path)
+        _hash_file(digest, source.path, "kernel package")
         return digest.hexdigest()
-    _hash_file(digest, tree_file(source, TREE_KERNELS, "kernel image"))
-    _hash_file(digest, tree_file(source, TREE_CONFIGS, "config"))
+    _hash_file(digest, tree_file(source, TREE_KERNELS, "kernel image"), "kernel image")
+    _hash_file(digest, tree_file(source, TREE_CONFIGS, "config"), "kernel config")
     for path in sorted(module_files(tree_modules(source))):
         info = path.stat()
         digest.update(f"{path.relative_to(source.path)}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
     return digest.hexdigest()
 
 
-def _hash_file(digest: hashlib._Hash, path: Path) -> None:
-    with path.open("rb") as handle:
+def _hash_file(digest: hashlib._Hash, path: Path, what: str) -> None:
+    with open_regular(path, what) as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
 
@@ -100,9 +101,8 @@ def read_config(source: KernelSource) -> KernelConfig:
     """The kernel's release and build options, from the .deb's /boot/config-V or the tree's .config."""
     if source.kind == "tree":
         config = tree_file(source, TREE_CONFIGS, "config")
-        if config.stat().st_size > CONFIG_BYTES:
-            raise SanlabError(f"{config}: over {CONFIG_BYTES >> 20} MiB; not a kernel config")
-        return KernelConfig(tree_modules(source).name, parse_config(config.read_text(errors="replace")))
+        text = read_bounded(config, CONFIG_BYTES, "kernel config").decode(errors="replace")
+        return KernelConfig(tree_modules(source).name, parse_config(text))
     with deb_members(source) as members:
         for member, data in members:
             if member.name.startswith("boot/config-") and member.isfile():

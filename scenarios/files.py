@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.writing import write_file
@@ -56,6 +59,21 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     if len(data) > limit:
         raise SanlabError(f"{what} {path}: is over {limit:,} bytes; at most that is read")
     return data
+
+
+@contextmanager
+def open_regular(path: Path, what: str) -> Iterator[BinaryIO]:
+    """A regular file opened to be streamed in fixed chunks (a .deb, an image): refused in one
+    line when it is a FIFO, a device or a folder, and never blocking on one swapped in."""
+    regular_file(path, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SanlabError(f"{what} {path}: cannot read it ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise SanlabError(f"{what} {path}: is not a regular file; give a regular file")
+        yield handle
 
 
 def write_atomically(path: Path, text: str) -> None:
