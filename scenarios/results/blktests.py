@@ -64,6 +64,10 @@ def read_results(root: Path, option: str = "results") -> list[BlktestsResult]:
     for device in _entries(root, option):
         if not device.is_dir() or device.name.startswith("tmpdir."):
             continue
+        if not device.name.isprintable():  # it is printed: never a terminal's escape or a newline
+            raise SanlabError(
+                f"{option} {root}: a folder {device.name[:40]!r} is no device name blktests writes"
+            )
         for group in _entries(device, option):
             if not group.is_dir() or not _GROUP.match(group.name):
                 continue

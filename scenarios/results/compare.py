@@ -102,7 +102,7 @@ def read_run(folder: Path, option: str) -> RunRead:
 def _kernel(folder: Path) -> str:
     """The first 'Linux version' in the run's kernel logs (logs/, share-K/logs/, resumed-N/)."""
     for log in sorted([*folder.glob("logs/*.dmesg"), *folder.glob("*/logs/*.dmesg")]):
-        if log.is_symlink() or not log.is_file():
+        if not _inside(folder, log) or not log.is_file():
             continue
         found = _VERSION.search(_head(log, MAX_LOG_BYTES).decode(errors="replace"))
         if found:
@@ -123,7 +123,18 @@ def _head(path: Path, limit: int) -> bytes:
 def captures(folder: Path) -> list[Path]:
     """The run's captures: its links' pcaps, and those of each share or resumed part."""
     found = [*folder.glob("*.pcap"), *folder.glob("*/*.pcap")]
-    return sorted(p for p in found if p.is_file() and not p.is_symlink())
+    return sorted(p for p in found if _inside(folder, p) and p.is_file())
+
+
+def _inside(folder: Path, path: Path) -> bool:
+    """Whether ``path`` is in ``folder`` itself: no part of it below ``folder`` is a link (a
+    run folder's ``share-1 -> /`` would otherwise lead a glob out of it)."""
+    here = folder
+    for part in path.relative_to(folder).parts:
+        here = here / part
+        if here.is_symlink():
+            return False
+    return True
 
 
 def pooled(ladders: Iterable[Ladder]) -> list[Ladder]:

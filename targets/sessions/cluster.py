@@ -36,6 +36,7 @@ from sanlab.emulator import kernels
 from sanlab.emulator.blueprint import blueprint
 from sanlab.emulator.images import current_image, guest_of, image_key, missing_packages
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.registry import DEFAULT_GUEST
 from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal
@@ -90,8 +91,7 @@ def probe(loaded: Scenario) -> tuple[str, tuple[str, ...]]:
 def fit_workers(client: Any, loaded: Scenario, say: Say) -> list[Fitness]:
     """Every worker's answer to ``probe``, each unfit one said in a line; an error if none is fit."""
     guest = guest_of(loaded.guest)
-    answers = client.run(probe, loaded)
-    found = [Fitness(address, host, problems) for address, (host, problems) in sorted(answers.items())]
+    found = [_fitness(address, answer) for address, answer in sorted(client.run(probe, loaded).items())]
     for worker in found:
         if worker.problems:
             say(f"worker {worker.address} ({worker.host}) {'; '.join(worker.problems)}: it gets no points")
@@ -99,6 +99,19 @@ def fit_workers(client: Any, loaded: Scenario, say: Say) -> list[Fitness]:
     if not fit:
         raise SanlabError(f"no worker of the cluster can boot the {guest} guests ({len(found)} asked)")
     return fit
+
+
+def _fitness(address: str, answer: Any) -> Fitness:
+    """A worker's answer to ``probe``; one that is not (another sanlab's, say) makes it unfit."""
+    if (
+        isinstance(answer, tuple | list)
+        and len(answer) == 2
+        and isinstance(answer[0], str)
+        and isinstance(answer[1], tuple | list)
+        and all(isinstance(p, str) for p in answer[1])
+    ):
+        return Fitness(address, answer[0][:100], tuple(p.splitlines()[0][:300] for p in answer[1] if p))
+    return Fitness(address, "?", ("answered the probe with no (host, problems): another sanlab?",))
 
 
 def shares(numbers: list[int], workers: int) -> list[list[int]]:
@@ -175,12 +188,38 @@ def _outcome(future: Any, k: int, worker: Fitness) -> ShareOutcome:
 
 def merge(journal: RunJournal, outcome: ShareOutcome, prefix: str) -> None:
     """A share's files into the run folder (fio's under their own names, the rest under
-    ``prefix``), then its records into the journal, which rewrites results.json."""
-    folder = journal.folder
-    for name, data in sorted(outcome.files.items()):
-        folder.write_bytes(name if name.startswith("fio/") else prefix + name, data)
-    for record in outcome.records:
-        journal.add(ResultRecord.model_validate(record))
+    ``prefix``), then its records into the journal, which rewrites results.json.  Every name
+    and record is checked first: a worker's answer is data, and nothing of a bad one is merged."""
+    records, files = checked_outcome(outcome, prefix)
+    folder = journal.folder  # the run's OutputFolder: its writer refuses a link out
+    for name, data in files:
+        folder.write_bytes(name, data)
+    for record in records:
+        journal.add(record)
+
+
+def checked_outcome(outcome: ShareOutcome, prefix: str) -> tuple[list[ResultRecord], list[tuple[str, bytes]]]:
+    """A share's records as ResultRecords and its files as (name in the run folder, bytes), or
+    one line naming what a worker sent that is not a share's: a name that is a path out
+    (absolute, '..', empty parts), a file that is not bytes, a record that is not one."""
+    where = f"the share from {str(outcome.host)[:60]!r}"
+    if not isinstance(outcome.files, dict) or not isinstance(outcome.records, list):
+        raise SanlabError(f"{where}: its files are not a mapping of names or its records not a list")
+    files = []
+    for name, data in sorted(outcome.files.items(), key=lambda item: str(item[0])):
+        parts = name.split("/") if isinstance(name, str) else []
+        if not parts or any(p in ("", ".", "..") or "\0" in p for p in parts) or not isinstance(data, bytes):
+            raise SanlabError(
+                f"{where}: file {str(name)[:80]!r} is not a name inside a run folder with bytes"
+            )
+        files.append((name if name.startswith("fio/") else prefix + name, data))
+    records = []
+    for index, record in enumerate(outcome.records):
+        try:
+            records.append(ResultRecord.model_validate(record))
+        except ValueError:
+            raise SanlabError(f"{where}: records[{index}] is not a result record") from None
+    return records, files
 
 
 def _vm_share(loaded: Scenario, stem: str, only: frozenset[int], snaplen: int | None) -> ShareOutcome:
@@ -218,7 +257,7 @@ def _files_of(journal: RunJournal, root: Path) -> dict[str, bytes]:
     total = sum((root / n).stat().st_size for n in names)
     if total > MAX_SHARE_BYTES:
         raise SanlabError(f"the share wrote {total:,} bytes; at most {MAX_SHARE_BYTES:,} go back (--snaplen)")
-    return {n: (root / n).read_bytes() for n in names}
+    return {n: read_bounded(root / n, MAX_SHARE_BYTES, "share file") for n in names}
 
 
 def _worker_say(host: str) -> Say:
