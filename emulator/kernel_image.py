@@ -187,8 +187,12 @@ def _modinfo(path: Path) -> tuple[list[str], list[str]]:
     """A module's hard dependencies and soft ones, from its .modinfo strings."""
     raw = _module_bytes(path)
     depends = re.search(rb"(?:^|\0)depends=([^\0]*)\0", raw)
-    hard = [d for d in (depends.group(1).decode().split(",") if depends else []) if d]
-    soft = [w for m in re.finditer(rb"(?:^|\0)softdep=([^\0]*)\0", raw) for w in m.group(1).decode().split()]
+    hard = [d for d in (depends.group(1).decode(errors="replace").split(",") if depends else []) if d]
+    soft = [
+        w
+        for m in re.finditer(rb"(?:^|\0)softdep=([^\0]*)\0", raw)
+        for w in m.group(1).decode(errors="replace").split()
+    ]
     return hard, [w for w in soft if not w.endswith(":")]
 
 

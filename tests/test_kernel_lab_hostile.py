@@ -164,3 +164,9 @@ def test_a_blktests_device_folder_that_would_print_escapes_is_one_line(tmp_path,
     (folder / "001").write_text("description\tx\ndate\td\nstatus\tpass\n")
     with pytest.raises(SanlabError, match=r"^results .*: a folder .* is no device name blktests writes$"):
         read_results(tmp_path / "results")
+
+
+def test_a_modules_dependencies_that_are_not_utf8_are_names_not_a_traceback(tmp_path):
+    root = _modules(tmp_path, "nvme-tcp.ko", b"\0depends=nvme-core,\xff\xfe\0softdep=pre: \xff\0")
+    kept, absent = kernel_image.keep_modules(root, ["nvme-tcp"])
+    assert [p.name for p in kept] == ["nvme-tcp.ko"] and absent == []
