@@ -76,5 +76,5 @@ def _projections(a: RunRead, b: RunRead) -> tuple[list[ResultRecord], list[Resul
         scenario = run.folder / SCENARIO_COPY
         if not scenario.is_file():
             raise SanlabError(f"{run.folder}: holds no {SCENARIO_COPY}; give --no-model, or a run's folder")
-        side.extend(record for _, record in project(load_checked(scenario)))
+        side.extend(record for _, record in project(load_checked(scenario, kernel=False)))
     return out

@@ -51,9 +51,10 @@ def fail(exc: SanlabError) -> NoReturn:
     raise click.ClickException(str(exc)) from None
 
 
-def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
+def load_checked(path: Path, inventory: Path | None = None, kernel: bool = True) -> Scenario:
     """Load a scenario (its hosts from ``inventory`` if given) and check the names it gives
-    to other layers."""
+    to other layers.  ``kernel=False``: the kernel it brings is not read (a run folder's copy,
+    whose relative path meant another directory, and which the model never boots)."""
     scenario = load_scenario(path, inventory)
     problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
     if scenario.hosts and not scenario.plan.real_machines:
@@ -61,7 +62,7 @@ def load_checked(path: Path, inventory: Path | None = None) -> Scenario:
             guest_of(scenario.guest)
         except SanlabError as exc:
             problems.append(Problem(str(path), "guest", str(exc)))
-        if scenario.kernel is not None:
+        if kernel and scenario.kernel is not None:
             try:  # a kernel the scenario brings: found, readable, and with every option it needs
                 check_kernel(scenario, kernel_source(scenario.kernel))
             except SanlabError as exc:

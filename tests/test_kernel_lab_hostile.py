@@ -10,7 +10,9 @@ memory, and nothing of it is written out of the run folder.
 - a run folder whose ``share-K`` is a link out of it (scenarios/results/compare.py globbed
   the captures and kernel logs through it);
 - a blktests results folder whose device folder's name carries a terminal escape or a newline
-  (``sanlab blktests results`` printed it as it was).
+  (``sanlab blktests results`` printed it as it was);
+- a run folder's scenario copy that names the kernel it booted (``sanlab compare`` checked
+  that kernel again, from the current directory, before the model's projection).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -170,3 +173,22 @@ def test_a_modules_dependencies_that_are_not_utf8_are_names_not_a_traceback(tmp_
     root = _modules(tmp_path, "nvme-tcp.ko", b"\0depends=nvme-core,\xff\xfe\0softdep=pre: \xff\0")
     kept, absent = kernel_image.keep_modules(root, ["nvme-tcp"])
     assert [p.name for p in kept] == ["nvme-tcp.ko"] and absent == []
+
+
+def test_compare_reads_no_kernel_a_run_folders_scenario_names(tmp_path):
+    """A run's scenario copy names the kernel it booted, relative to wherever that run was
+    started: compare projects the scenario without reading (or needing) that file."""
+    from click.testing import CliRunner
+
+    from sanlab.main import cli
+
+    kept = Path(__file__).resolve().parent / "data" / "kernel-compare"
+    for name in ("debian-12", "debian-13"):
+        shutil.copytree(kept / name, tmp_path / name)
+    copy = tmp_path / "debian-13" / "scenario.yaml"
+    copy.write_text(
+        copy.read_text().replace("guest: debian-13", "guest: {kernel: ./gone/linux, base: debian-13}")
+    )
+    run = CliRunner().invoke(cli, ["compare", "--no-captures", str(tmp_path / "debian-12"), str(copy.parent)])
+    assert run.exit_code == 0, run.output
+    assert run.output.split("## The model's projection", 1)[1].count("(modern-100g) |") == 2
