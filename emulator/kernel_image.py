@@ -166,7 +166,7 @@ def _unpacked(source: KernelSource, into: Path) -> tuple[str, Path, Path]:
             f"{sorted(images) or 'none'} and modules {folders or 'none'}"
         )
     ((version, vmlinuz),) = images.items()
-    return version, vmlinuz, into / "modules" / version
+    return kernels.checked_release(version, source.path), vmlinuz, into / "modules" / version
 
 
 def _copy_out(data: IO[bytes], path: Path) -> Path:

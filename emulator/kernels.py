@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -35,6 +36,7 @@ CONFIG_BYTES = 4 << 20  # a kernel's .config is about 300 KB
 TREE_KERNELS = ("arch/x86/boot/bzImage", "bzImage")
 TREE_CONFIGS = (".config", "config")
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.gz")
+_RELEASE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~-]{0,127}$")  # uname -r: 6.12.57+deb13-amd64
 READ_TIMEOUT_S = 600.0  # dpkg-deb unpacking a 100 MB kernel package takes seconds
 
 
@@ -109,7 +111,8 @@ def read_config(source: KernelSource) -> KernelConfig:
                 if member.size > CONFIG_BYTES:
                     raise SanlabError(f"{source.path}: {member.name} is over {CONFIG_BYTES >> 20} MiB")
                 text = data.read().decode(errors="replace") if data else ""
-                return KernelConfig(member.name.removeprefix("boot/config-"), parse_config(text))
+                release = checked_release(member.name.removeprefix("boot/config-"), source.path)
+                return KernelConfig(release, parse_config(text))
     raise SanlabError(f"{source.path}: no /boot/config-* in it: sanlab reads the kernel's config from there")
 
 
@@ -182,7 +185,16 @@ def tree_modules(source: KernelSource) -> Path:
             f"kernel {source.path}: expected one lib/modules/<release> (make modules_install "
             f"INSTALL_MOD_PATH={source.path}), found {len(found)}"
         )
+    checked_release(found[0].name, source.path)
     return found[0]
+
+
+def checked_release(release: str, where: Path) -> str:
+    """A kernel release as ``uname -r`` prints it; it names folders and reaches depmod, so a
+    name with a newline, a slash or a leading dash is one line, not a path or an option."""
+    if not _RELEASE.match(release):
+        raise SanlabError(f"kernel {where}: release {release[:60]!r} is not one (letters, digits, . _ + ~ -)")
+    return release
 
 
 def module_files(root: Path) -> Iterator[Path]:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from sanlab.emulator import kernel_image
+from sanlab.emulator import kernel_image, kernels
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.results.blktests import read_results
 from sanlab.scenarios.results.compare import captures, read_run
@@ -192,3 +192,13 @@ def test_compare_reads_no_kernel_a_run_folders_scenario_names(tmp_path):
     run = CliRunner().invoke(cli, ["compare", "--no-captures", str(tmp_path / "debian-12"), str(copy.parent)])
     assert run.exit_code == 0, run.output
     assert run.output.split("## The model's projection", 1)[1].count("(modern-100g) |") == 2
+
+
+@pytest.mark.parametrize("release", ["6.99\nCONFIG_X is fine", "-v", "6.99 $(id)"])
+def test_a_trees_release_that_is_no_uname_r_is_one_line(tmp_path, release):
+    (tmp_path / "lib" / "modules" / release).mkdir(parents=True)
+    (tmp_path / "bzImage").write_bytes(b"MZ")
+    (tmp_path / ".config").write_text("CONFIG_NVME_TCP=m\n")
+    with pytest.raises(SanlabError, match=r"^kernel .*: release .* is not one \(") as caught:
+        kernels.read_config(kernels.kernel_source(str(tmp_path)))
+    assert "\n" not in str(caught.value)
