@@ -171,20 +171,8 @@ def truth_of(truth: str, run: Path) -> dict[str, float]:
     return {name: get_param(raw, name) for name in raw["calibration"]["fit"]}
 
 
-# Known since 7e794b3 (the path table's costs): on the user's lab, nvmet-rdma's CPI is a cost
-# of 0.8 kcycles an I/O, which these cells barely move; the fit lands at 2.1 with a 95 % interval
-# of 0.78-5.6 that misses the truth's 0.51.  A sourced prior on the CPI was tried (pulled the
-# initiator's CPI off its truth instead).  Strict: the day the interval holds, this must change.
-USER_LAB_CPI_UNPINNED = pytest.mark.xfail(
-    strict=True, reason="nvmet-rdma's target CPI is not pinned by the user lab's cells (issue #46)"
-)
-
-
 @pytest.mark.slow  # seconds of fitting, projecting or waiting
-@pytest.mark.parametrize(
-    "truth",
-    [pytest.param(m, marks=USER_LAB_CPI_UNPINNED) if m == "user-lab" else m for m in sorted(MACHINES)],
-)
+@pytest.mark.parametrize("truth", sorted(MACHINES))
 def test_a_machine_unlike_the_default_is_recovered_from_its_records(profiles, tmp_path, truth):
     """Fitted without the held-back cells: every interval holds the truth; held-back cells
     within 5 % on average and 10 % at worst, projected with the written profile."""
