@@ -71,7 +71,6 @@ Say = Callable[[str], None]
 
 # Physical ranges for what the records can pin (kcycles per I/O, µs, kcycles per packet, µs, GB/s).
 STACK_RANGE = (0.2, 500.0)
-CPI_RANGE = (0.05, 20.0)  # cycles per instruction of a stack the path table measures
 ONE_WAY_RANGE = (0.2, 20.0)
 PER_PACKET_RANGE = (0.05, 20.0)
 DEVICE_LATENCY_RANGE = (1.0, 5000.0)
@@ -242,13 +241,9 @@ def starting_profile(base: str, name: str, cells: Cells) -> tuple[dict[str, Any]
         p = row.point
         stack = p.target_stack or default_stack(machine, p.transport)
         key = f"{stack}/{p.transport}"
-        cost = stack_cost(lender, stack, p.transport)
-        raw["costs"].setdefault(key, cost.model_dump(mode="json"))
-        for side in ("initiator", "target"):  # a path's CPI, this machine's own; else the kcycles
-            path = getattr(cost, f"{side}_path")
-            fit[f"costs.{key}.{side}_path.cpi" if path else f"costs.{key}.{side}_kcycles_per_io"] = list(
-                CPI_RANGE if path else STACK_RANGE
-            )
+        raw["costs"].setdefault(key, stack_cost(lender, stack, p.transport).model_dump(mode="json"))
+        fit[f"costs.{key}.initiator_kcycles_per_io"] = list(STACK_RANGE)
+        fit[f"costs.{key}.target_kcycles_per_io"] = list(STACK_RANGE)
         nic = machine.nic_for(p.fabric, p.link_gbps).name
         fit[f"nics.{nic}.one_way_us"] = list(ONE_WAY_RANGE)
         fit[f"nics.{nic}.host_kcycles_per_packet"] = list(PER_PACKET_RANGE)

@@ -17,16 +17,14 @@ from dataclasses import dataclass, replace
 from sanlab.models.core.network import Point, Station, build
 from sanlab.models.core.profile import Profile
 
-# The kernel's TCP/IP per packet is the path table's × CPI; the NIC's driver is each NIC's own.
-PER_PACKET = "(stacks: paths, kernel TCP/IP; nics: host_kcycles_per_packet, the driver)"
 HOPS = {
-    "syscall-block": "fio's submission and completion: syscalls, block layer (stacks: paths, application)",
-    "initiator-stack": "the initiator's transport: commands, completions, data in (stacks: paths|initiators)",
+    "syscall-block": "fio's submission and completion: syscalls, the block layer (stacks: application)",
+    "initiator-stack": "the transport's initiator: commands, completions, data received (stacks: initiators)",
     "initiator-digests": "CRC32C of the PDUs the initiator sends and checks (stacks: digests)",
     "initiator-tls": "TLS's AEAD (AES-GCM) over every byte the initiator sends and receives (stacks: tls)",
-    "initiator-net": "the initiator's TCP stack, per packet it handles " + PER_PACKET,
-    "initiator-tcp-tx": "TCP's transmit path, on the job's core " + PER_PACKET,
-    "initiator-softirq": "the NIC's receive softirq: driver, GRO, IP, TCP " + PER_PACKET,
+    "initiator-net": "the initiator's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
+    "initiator-tcp-tx": "TCP's transmit path, on the job's core (nics: host_kcycles_per_packet)",
+    "initiator-softirq": "the NIC's receive softirq: driver, GRO, IP, TCP (nics: host_kcycles_per_packet)",
     "initiator-irq": "the completion interrupt and the job's wake-up, on its core (stacks: interrupts)",
     # (under load, packets are batched and share that cost: nics' batch_window_us; never at QD 1)
     "link-out": "serialisation towards the target (link rate, wire bytes)",
@@ -36,9 +34,9 @@ HOPS = {
     "backend-copy": "the target's copy in and out of the backend (backends: target_cycles_per_byte)",
     "target-digests": "CRC32C of the PDUs the target sends and checks (stacks: digests; a library: hosts)",
     "target-tls": "TLS's AEAD (AES-GCM) over every byte the target sends and receives (stacks: tls)",
-    "target-net": "the target's TCP stack, per packet it handles " + PER_PACKET,
-    "target-tcp-tx": "the target's TCP transmit path, on the queue's core " + PER_PACKET,
-    "target-softirq": "the target NIC's receive softirq " + PER_PACKET,
+    "target-net": "the target's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
+    "target-tcp-tx": "the target's TCP transmit path, on the queue's core (nics: host_kcycles_per_packet)",
+    "target-softirq": "the target NIC's receive softirq (nics: host_kcycles_per_packet)",
     "target-irq": "the interrupt waking the target's thread, unless its stack polls (stacks: interrupts)",
     "nic-messages": "the NIC's work per message beyond the data's DMA (nics: msg_ns)",
     "device": "the backend's service: per I/O and per byte (backends)",

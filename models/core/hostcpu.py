@@ -113,7 +113,7 @@ def host_desks(
     """
     n, per_initiator = point.initiators, connections(point, prof)
     conns = per_initiator * n
-    kcycles = packets * (prof.tcpip_kcycles_per_packet + nic.host_kcycles_per_packet)
+    kcycles = packets * nic.host_kcycles_per_packet
     tx, rx = kcycles * (1 - RECEIVE_SHARE), kcycles * RECEIVE_SHARE
     irq = prof.interrupts.kcycles
     init, tgt = prof.initiator, prof.target

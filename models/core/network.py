@@ -162,9 +162,7 @@ def _cpu_parts(
 
     Initiator: the application's submission and completion through the
     syscall and the block layer, the transport's initiator, digests.
-    Target: its stack, the backend's copy, digests.  Per I/O, a kernel stack the
-    path table measures costs its path × CPI (``StackCost.initiator_kcycles``), others
-    their fitted kcycles.  Cycles are the stacks'
+    Target: its stack, the backend's copy, digests.  Cycles are the stacks'
     (Skylake-equivalent), run at the host's ``stack_ghz``; CRC32C at its
     plain clock, at the rate of the code that runs it (Linux's initiators
     are kernel code; a target stack may call a library, ``Digests``).
@@ -175,10 +173,10 @@ def _cpu_parts(
     digested = digested_bytes(point, pdus)
     to_initiator, to_target = received_bytes(point)
     init_parts = (
-        ("syscall-block", cost.app_kcycles(point.rw, init.app_kcycles_per_io) / init.stack_ghz),
+        ("syscall-block", init.app_kcycles_per_io / init.stack_ghz),
         (
             "initiator-stack",
-            (cost.initiator_kcycles(point.rw) + to_initiator * cost.initiator_cycles_per_byte / 1000)
+            (cost.initiator_kcycles_per_io + to_initiator * cost.initiator_cycles_per_byte / 1000)
             / init.stack_ghz,
         ),
         ("initiator-digests", digested * prof.digests.kernel_cycles_per_byte / 1000 / init.ghz),
@@ -187,7 +185,7 @@ def _cpu_parts(
     tgt_parts = (
         (
             "target-stack",
-            (cost.target_kcycles(point.rw) + to_target * cost.target_cycles_per_byte / 1000) / tgt.stack_ghz,
+            (cost.target_kcycles_per_io + to_target * cost.target_cycles_per_byte / 1000) / tgt.stack_ghz,
         ),
         ("backend-copy", point.bs * backend.target_cycles_per_byte / 1000 / tgt.stack_ghz),
         ("target-digests", digested * prof.digests.cycles_per_byte(stack, tgt) / 1000 / tgt.ghz),

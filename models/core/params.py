@@ -36,9 +36,5 @@ def get_param(data: dict[str, Any], path: str) -> float:
 
 
 def set_param(data: dict[str, Any], path: str, value: float) -> None:
-    """Set the parameter at ``path`` to ``value`` as given.  Not rounded: a fit's finite steps
-    are relative to the log value, so for a parameter near 1 (a CPI, a kcycle) they are far below
-    a rounding's grain, which hid such a parameter from its Jacobian; a fit rounds the values
-    it writes itself."""
     parent, key = _locate(data, path)
-    parent[key] = float(value)
+    parent[key] = round(float(value), 4)

@@ -111,14 +111,11 @@ class Nic(Strict):
     gso_gro: StrictBool = Field(True, description="segmentation and receive offload (TSO/GSO, GRO)")
     mtu: int = Field(1500, ge=576, le=65520)
     one_way_us: float = Field(2.0, ge=0, le=US_MAX, description="NIC + wire + switch latency, one way")
-    # The NIC's driver's own work per packet (descriptors, buffers, DMA mapping), on top of the
-    # kernel's TCP/IP, which is the path table's × CPI (``Profile.tcpip_kcycles_per_packet``):
-    # the table cannot count a real NIC's driver, virtio stands in for it there.
     host_kcycles_per_packet: float = Field(
         1.0,
         ge=0,
         le=KCYCLES_MAX,
-        description="host CPU per packet in the NIC driver, beyond TCP/IP (a super-packet with gso_gro)",
+        description="host CPU per packet its TCP stack handles (super-packet with gso_gro)",
     )
     pcie_gbps: float = Field(100.0, gt=0, le=10_000, description="effective DMA rate per direction")
     # Of one_way_us, the PCIe part at the two ends: the doorbell write, the
@@ -242,9 +239,6 @@ class Profile(Strict):
     digests: Digests
     tls: Tls
     interrupts: Interrupts
-    # The kernel's TCP/IP per packet a host handles, beside each NIC's driver: the stacks' path ×
-    # CPI (models/core/costs.py ``Stacks.packet_kcycles``), filled in when the profile is read.
-    tcpip_kcycles_per_packet: float = Field(0.0, ge=0, le=KCYCLES_MAX)
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("protocol")

@@ -228,19 +228,14 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
     The initiator's application cost is the stacks' unless the profile sets
     its own; every target stack's cost, joined with its transport's
     initiator, goes under ``costs``, where a cost the profile gives itself
-    (a profile fitted to the user's runs) wins; the kernel's TCP/IP per packet
-    (path × CPI) goes beside the NICs' own, their drivers'.
+    (a profile fitted to the user's runs) wins.
     """
     if not isinstance(data, dict):
         return data
     if not own_app and isinstance(data.get("initiator"), dict):
         data["initiator"] = dict(data["initiator"], app_kcycles_per_io=stacks.application.kcycles_per_io)
-    library = {key: stacks.cost(key).model_dump() for key in stacks.cost_keys()}
-    for cost in library.values() if own_app else ():  # the profile's own application cost, not the path's
-        if cost["initiator_path"]:
-            cost["initiator_path"]["app_kinstr"] = {}
+    library = {key: stacks.cost(key).model_dump() for key in stacks.targets}
     data["costs"] = library | dict(data.get("costs") or {})
-    data.setdefault("tcpip_kcycles_per_packet", stacks.packet_kcycles() or 0.0)
     data.setdefault("digests", stacks.digests.model_dump())
     data.setdefault("tls", stacks.tls.model_dump())
     data.setdefault("interrupts", stacks.interrupts.model_dump())

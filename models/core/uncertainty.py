@@ -35,12 +35,10 @@ from typing import Any
 import numpy as np
 
 from sanlab.models.core import mva
-from sanlab.models.core.costs import tcpip_kinstr_per_frame
 from sanlab.models.core.network import Point, build
-from sanlab.models.core.paths import load_paths
 from sanlab.models.core.priors import load_priors
 from sanlab.models.core.profile import Profile
-from sanlab.models.core.profile_files import STACKS, STACKS_FILE, fit_path, load_stacks, profile_path
+from sanlab.models.core.profile_files import STACKS, STACKS_FILE, fit_path, profile_path
 from sanlab.scenarios.loader import read_yaml
 
 Z95 = 1.96  # a normal's 95 % two-sided quantile: every interval sanlab prints
@@ -128,8 +126,6 @@ def _touch_stack(data: dict[str, Any], parts: list[str], fitted: float, factor: 
     if parts[0] == "application":
         return _scale(data["initiator"], "app_kcycles_per_io", fitted, factor)
     costs = data.get("costs", {})
-    if parts[:2] == ["paths", "cpi"]:
-        return _touch_cpi(data, costs, parts[2], fitted, factor)
     if parts[0] == "initiators":
         transport, field = parts[1], f"initiator_{parts[2]}"
         hits = [_scale(c, field, fitted, factor) for k, c in costs.items() if k.split("/")[1] == transport]
@@ -138,25 +134,6 @@ def _touch_stack(data: dict[str, Any], parts: list[str], fitted: float, factor: 
         key = ".".join(parts[1:-1])
         return key in costs and _scale(costs[key], f"target_{parts[-1]}", fitted, factor)
     return False
-
-
-def _touch_cpi(
-    data: dict[str, Any], costs: dict[str, Any], family: str, fitted: float, factor: float
-) -> bool:
-    """A CPI scales every path of its family the profile's costs carry (models/core/costs.py),
-    and, for TCP/IP, the kernel's cost per packet (CPI × the path per frame)."""
-    if family == "tcpip":
-        per_frame = tcpip_kinstr_per_frame(load_paths(), load_stacks().paths.transports)  # type: ignore[union-attr]
-        if per_frame is None:
-            return False
-        return _scale(data, "tcpip_kcycles_per_packet", fitted * per_frame, factor)
-    hits = [
-        _scale(path, "cpi", fitted, factor)
-        for cost in costs.values()
-        for path in (cost.get("initiator_path"), cost.get("target_path"))
-        if isinstance(path, dict) and path.get("family") == family
-    ]
-    return any(hits)
 
 
 def mva_iops(point: Point, profile: Profile) -> float:
