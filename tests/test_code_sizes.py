@@ -22,11 +22,7 @@ MAX_FUNCTION_LINES = 60
 MAX_MODULE_LINES = 500
 
 # "path" is a module over MAX_MODULE_LINES; "path:Qualified.name" a function over MAX_FUNCTION_LINES.
-OVER_TODAY = frozenset(
-    {
-        "models/core/hostcpu.py:host_desks",
-    }
-)
+OVER_TODAY: frozenset[str] = frozenset()  # none left; an entry may only ever be taken off
 
 
 def _functions(tree: ast.Module) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:

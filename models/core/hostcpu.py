@@ -36,6 +36,8 @@ layout would lose IOPS when a core is added.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sanlab.models.core.profile import Nic, Profile
 from sanlab.models.core.stations import Point, Station, connections, desk, packet_batch, throughput_bound
 
@@ -111,30 +113,10 @@ def host_desks(
     data runs when the pass that brought it ends, so each I/O still waits
     out the whole pass (``_batch_wait``).
     """
-    n, per_initiator = point.initiators, connections(point, prof)
-    conns = per_initiator * n
-    kcycles = packets * nic.host_kcycles_per_packet
-    tx, rx = kcycles * (1 - RECEIVE_SHARE), kcycles * RECEIVE_SHARE
-    irq = prof.interrupts.kcycles
-    init, tgt = prof.initiator, prof.target
-    tgt_polled = stack in prof.target_polled
+    work = _PassWork.of(point, prof, nic, stack, packets)
 
     def desks(flow: float, job: float) -> tuple[list[Station], list[Station]]:
-        mine = _side_desks(
-            "initiator",
-            (*parts[0], ("tcp-tx", tx / job), ("irq", irq * interrupts_per_io(point.poll, job))),
-            rx / flow,
-            init.stack_ghz,
-            (min(point.numjobs, init.cores), init.cores, per_initiator, n),
-        )
-        theirs = _side_desks(
-            "target",
-            (*parts[1], ("tcp-tx", tx / flow), ("irq", irq * interrupts_per_io(tgt_polled, flow))),
-            rx / flow,
-            tgt.stack_ghz,
-            (min(tgt.cores, conns), tgt.cores, 0 if (stack, point.transport) in FOLLOW_SOFTIRQ else conns, 1),
-        )
-        return mine, theirs
+        return _both_sides(point, prof, stack, parts, work, flow, job)
 
     # Batches: a flow's receive softirq (GRO, NAPI) takes what one connection brought in the
     # window; a job's sends and its interrupt's wake-up what that job has in flight, whatever
@@ -142,15 +124,73 @@ def host_desks(
     flow = job = 1.0
     for _ in range(BATCH_ROUNDS):
         rate = throughput_bound([*others, *sum(desks(flow, job), [])], point.outstanding)
-        flow = packet_batch(point.outstanding / conns, rate / conns, nic.batch_window_us)
-        job = packet_batch(point.iodepth, rate / (point.numjobs * n), nic.batch_window_us)
+        flow = packet_batch(point.outstanding / work.conns, rate / work.conns, nic.batch_window_us)
+        job = packet_batch(point.iodepth, rate / (point.numjobs * point.initiators), nic.batch_window_us)
     mine, theirs = desks(flow, job)
     # the rest of each pass an I/O waits out (its share of the pass is CPU, the rest is not)
-    init_wait = (tx + irq * (not point.poll)) * (1 - 1 / job) + rx * (1 - 1 / flow)
-    tgt_wait = (kcycles + irq * (not tgt_polled)) * (1 - 1 / flow)
-    return mine + _batch_wait("initiator", init_wait / init.stack_ghz), theirs + _batch_wait(
-        "target", tgt_wait / tgt.stack_ghz
+    init_wait = (work.tx + work.irq * (not point.poll)) * (1 - 1 / job) + work.rx * (1 - 1 / flow)
+    tgt_wait = (work.kcycles + work.irq * (not work.tgt_polled)) * (1 - 1 / flow)
+    return mine + _batch_wait("initiator", init_wait / prof.initiator.stack_ghz), theirs + _batch_wait(
+        "target", tgt_wait / prof.target.stack_ghz
     )
+
+
+@dataclass(frozen=True)
+class _PassWork:
+    """One I/O's pass through the hosts' network stacks, before batching shares it: kcycles in
+    all, sent and received, an interrupt's, and the connections that carry it."""
+
+    per_initiator: int
+    conns: int
+    kcycles: float
+    tx: float
+    rx: float
+    irq: float
+    tgt_polled: bool
+
+    @classmethod
+    def of(cls, point: Point, prof: Profile, nic: Nic, stack: str, packets: int) -> _PassWork:
+        per_initiator = connections(point, prof)
+        kcycles = packets * nic.host_kcycles_per_packet
+        return cls(
+            per_initiator,
+            per_initiator * point.initiators,
+            kcycles,
+            kcycles * (1 - RECEIVE_SHARE),
+            kcycles * RECEIVE_SHARE,
+            prof.interrupts.kcycles,
+            stack in prof.target_polled,
+        )
+
+
+def _both_sides(
+    point: Point,
+    prof: Profile,
+    stack: str,
+    parts: tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]],
+    work: _PassWork,
+    flow: float,
+    job: float,
+) -> tuple[list[Station], list[Station]]:
+    """The initiator's and the target's desks with a pass shared by ``flow`` packets a
+    connection and ``job`` I/Os a job."""
+    init, tgt, n = prof.initiator, prof.target, point.initiators
+    mine = _side_desks(
+        "initiator",
+        (*parts[0], ("tcp-tx", work.tx / job), ("irq", work.irq * interrupts_per_io(point.poll, job))),
+        work.rx / flow,
+        init.stack_ghz,
+        (min(point.numjobs, init.cores), init.cores, work.per_initiator, n),
+    )
+    softirq_conns = 0 if (stack, point.transport) in FOLLOW_SOFTIRQ else work.conns
+    theirs = _side_desks(
+        "target",
+        (*parts[1], ("tcp-tx", work.tx / flow), ("irq", work.irq * interrupts_per_io(work.tgt_polled, flow))),
+        work.rx / flow,
+        tgt.stack_ghz,
+        (min(tgt.cores, work.conns), tgt.cores, softirq_conns, 1),
+    )
+    return mine, theirs
 
 
 def _side_desks(
