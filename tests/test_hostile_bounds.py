@@ -627,16 +627,20 @@ def test_calibrate_says_it_is_fitting_within_two_seconds():
         process.wait()
 
 
-@pytest.mark.subprocess  # sanlab model as a process: one deep point simulates for seconds
-def test_one_deep_point_says_it_is_alive_within_two_seconds():
-    argv = [sys.executable, "-m", "sanlab", "model", "--transport", "nvme-tcp", "--fabric", "eth"]
-    argv += ["--link-gbps", "100", "--rw", "randread", "--bs", "4k", "--iodepth", "64", "--numjobs", "64"]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    try:
-        line = process.stderr.readline()
-        assert line.startswith("  projecting: ") and line.endswith(" s so far\n"), line  # at 1.5 s
-        out, _ = process.communicate(timeout=180)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == 0 and "projected by the sanlab model" in out
+def test_one_point_is_projected_inside_the_ticker_that_says_it_is_alive(monkeypatch):
+    """A few points get no progress bar, yet one deep point may simulate for seconds on a slow
+    machine: ``sanlab model`` projects them inside ``ticking`` (tested above for its 1.5 s).
+    How long a point takes is a benchmark's matter (benchmarks/model_point_speed.py), so the
+    ticker here speaks at once, and the test holds for a fast machine as for a slow one."""
+    import functools
+
+    from sanlab import commands_model
+    from sanlab.progress import ticking
+
+    monkeypatch.setattr(commands_model, "ticking", functools.partial(ticking, first=0.0, every=60.0))
+    argv = ["model", "--transport", "nvme-tcp", "--fabric", "eth", "--link-gbps", "100"]
+    argv += ["--rw", "randread", "--bs", "4k", "--iodepth", "64", "--numjobs", "64"]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 0 and "projected by the sanlab model" in result.stdout, result.output
+    said = result.stderr.splitlines()
+    assert said and said[0].startswith("  projecting: ") and said[0].endswith(" s so far"), said
