@@ -47,14 +47,7 @@ def read_bounded(path: Path, limit: int, what: str) -> bytes:
     info = regular_file(path, what)
     if info.st_size > limit:
         raise SanlabError(f"{what} {path}: is {info.st_size:,} bytes; at most {limit:,} are read")
-    try:
-        # O_NONBLOCK: should the file be swapped for a FIFO after the check, opening it does not wait.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        raise SanlabError(f"{what} {path}: cannot read it ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise SanlabError(f"{what} {path}: is not a regular file; give a regular file")
+    with _opened(path, what) as handle:
         data = handle.read(limit + 1)
     if len(data) > limit:
         raise SanlabError(f"{what} {path}: is over {limit:,} bytes; at most that is read")
@@ -66,6 +59,15 @@ def open_regular(path: Path, what: str) -> Iterator[BinaryIO]:
     """A regular file opened to be streamed in fixed chunks (a .deb, an image): refused in one
     line when it is a FIFO, a device or a folder, and never blocking on one swapped in."""
     regular_file(path, what)
+    with _opened(path, what) as handle:
+        yield handle
+
+
+@contextmanager
+def _opened(path: Path, what: str) -> Iterator[BinaryIO]:
+    """``path`` opened for reading once ``regular_file`` passed it.  O_NONBLOCK: should the
+    file be swapped for a FIFO after the check, opening it does not wait; the open file is
+    checked again, so what is read is the regular file or nothing."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
