@@ -56,7 +56,8 @@ class Outcome:
 
 
 class Journal:
-    """The sweep folder: its spec, and the rows finished so far, in its manifest (scenarios/results/outdir.py)."""
+    """The sweep folder: its spec, and the rows finished so far, in its manifest
+    (scenarios/results/outdir.py)."""
 
     def __init__(self, out: Path, grid: Grid):
         self.out = out
