@@ -11,7 +11,6 @@ order they were scheduled.
 
 from __future__ import annotations
 
-import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,20 +46,34 @@ class Clock:
         self.env.run(until=self._until)
 
 
-def jitter(rng: np.random.Generator, cv: float, block: int = 4096) -> Iterator[float]:
+class Jitter(Iterator[float]):
     """An endless, reproducible supply of service-time multipliers (mean 1): ``next(draws)``.
 
     Real CPUs and devices do not take exactly the same time twice: caches,
     interrupts and flash housekeeping spread service times.  A gamma law
     with coefficient of variation ``cv`` stands for that spread; each element
     draws from its own stream so one element's draws never shift another's.
-    Draws come in blocks, each handed out last first.
+    Draws come in blocks, each handed out last first.  An iterator object,
+    not a generator: a generator left suspended is closed whenever the
+    garbage collector meets it, inside whatever code runs then.
     """
-    if cv <= 0:
-        yield from itertools.repeat(1.0)
-    shape = 1.0 / (cv * cv)
-    while True:
-        yield from reversed(rng.gamma(shape, 1.0 / shape, block).tolist())
+
+    def __init__(self, rng: np.random.Generator, cv: float, block: int = 4096):
+        self._rng, self._block = rng, block
+        self._shape = 1.0 / (cv * cv) if cv > 0 else None
+        self._values: list[float] = []
+
+    def __next__(self) -> float:
+        if self._shape is None:
+            return 1.0
+        if not self._values:
+            self._values = self._rng.gamma(self._shape, 1.0 / self._shape, self._block).tolist()
+        return self._values.pop()
+
+
+def jitter(rng: np.random.Generator, cv: float, block: int = 4096) -> Jitter:
+    """The draws of one element (``Jitter``)."""
+    return Jitter(rng, cv, block)
 
 
 class Server:
