@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.targets.dryrun import Reply  # noqa: F401 - what a scripted host answers (a targets Result)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -82,6 +83,21 @@ def run_scenario(data: dict, folder: Path, timeout: float) -> tuple[subprocess.C
         cwd=REPO,
     )
     return result, out
+
+
+def every_target_verified(data: dict, records: list[dict], per_rw: dict[str, int]) -> None:
+    """A smoke-shaped run's records: three points a target, each over its link's soft-RDMA
+    driver (a TCP transport over none), no error, and every byte fio wrote read back."""
+    combos = sorted((r["transport"], r["target_stack"], r["rdma_driver"]) for r in records)
+    drivers = {lk["name"]: lk.get("rdma_driver") for lk in data["links"]}
+    wanted = [
+        (t["transport"], t["stack"], drivers[t["link"]] if TRANSPORTS[t["transport"]].rdma else None)
+        for t in data["targets"]
+    ]
+    assert combos == sorted(wanted * 3)  # three points a target
+    for r in records:
+        assert r["error"] is None and r["verify"] == "pass", r
+        assert r["verified_bytes"] == per_rw[r["rw"]] * r["numjobs"], r
 
 
 def verifying(scenario, per_rw: dict[str, int]):

@@ -17,8 +17,7 @@ import json
 import pytest
 import yaml
 
-from sanlab.scenarios.registry import TRANSPORTS
-from support import SCENARIOS, run_scenario
+from support import SCENARIOS, every_target_verified, run_scenario
 
 # Long: 200-340 s, which CI's 25 minutes cannot hold beside Debian 12's smoke;
 # benchmarks/long_vm_tests.py runs it.
@@ -31,15 +30,5 @@ def test_every_smoke_combination_passes_verified_on_debian_13(debian_13_image, t
     data["guest"] = "debian-13"
     result, out = run_scenario(data, tmp_path, timeout=1800)
     assert result.returncode == 0, result.stderr[-4000:]
-    records = json.loads(result.stdout)["results"]
-    combos = sorted((r["transport"], r["target_stack"], r["rdma_driver"]) for r in records)
-    drivers = {lk["name"]: lk.get("rdma_driver") for lk in data["links"]}
-    wanted = [  # an RDMA transport over its link's soft-RDMA driver, a TCP one over none
-        (t["transport"], t["stack"], drivers[t["link"]] if TRANSPORTS[t["transport"]].rdma else None)
-        for t in data["targets"]
-    ]
-    assert combos == sorted(wanted * 3)  # three points a target
-    for r in records:
-        assert r["error"] is None and r["verify"] == "pass", r
-        assert r["verified_bytes"] == VERIFIED[r["rw"]] * r["numjobs"], r
+    every_target_verified(data, json.loads(result.stdout)["results"], VERIFIED)
     assert "6.12" in (out / "logs" / "initiator.dmesg").read_text().splitlines()[0]
