@@ -38,6 +38,8 @@ class HostKey:
 
     nqn: str
     secret: str | None = None
+    # Bi-directional authentication: the secret the controller proves it holds back to the host.
+    ctrl_secret: str | None = None
 
 
 def _free_port_ids(host: Host, count: int) -> tuple[int, ...]:
@@ -67,6 +69,8 @@ def _allowed_host(subsystem: str, key: HostKey | None) -> list[str]:
         return [f"echo 1 > {subsystem}/attr_allow_any_host"]
     entry = f"{CFS}/hosts/{key.nqn}"
     secret = [f"printf %s {shlex.quote(key.secret)} > {entry}/dhchap_key"] if key.secret else []
+    if key.ctrl_secret:
+        secret.append(f"printf %s {shlex.quote(key.ctrl_secret)} > {entry}/dhchap_ctrl_key")
     return [
         f"echo 0 > {subsystem}/attr_allow_any_host",
         f"mkdir {entry}",
@@ -86,6 +90,7 @@ class NvmetSettings:
     backings: tuple[Backing, ...]  # a namespace each
     key: HostKey | None = None  # the one host allowed in (None: any host)
     tls: bool = False  # the ports ask for TLS 1.3
+    uuids: tuple[str, ...] = ()  # each namespace's UUID, in order (blktests finds its namespace by it)
 
 
 def create(host: Host, export: Export, settings: NvmetSettings) -> None:
@@ -98,6 +103,8 @@ def create(host: Host, export: Export, settings: NvmetSettings) -> None:
     for nsid, backing in enumerate(s.backings, start=1):
         ns = f"{subsystem}/namespaces/{nsid}"
         lines += [f"mkdir {ns}", f"printf %s {shlex.quote(backing.path)} > {ns}/device_path"]
+        if nsid <= len(s.uuids):
+            lines.append(f"printf %s {shlex.quote(s.uuids[nsid - 1])} > {ns}/device_uuid")
         if backing.kind == "file":  # tmpfs and friends refuse O_DIRECT
             lines.append(f"echo 1 > {ns}/buffered_io")
         lines.append(f"echo 1 > {ns}/enable")

@@ -24,6 +24,7 @@ ALLOWED_FILES = {
     "scenarios/writing.py": "the one writer itself",
     "vm-images/agent.py": "runs inside the guest VM, writing the guest's files the host asks for",
     "emulator/mininet_fabric.py": "runs inside the fabric VM under Debian's python3, without sanlab",
+    "targets/blktests_guest.py": "runs inside the initiator VM as blktests' target control, without sanlab",
 }
 # (file, function, call): a folder, not a file, renamed whole.
 ALLOWED_CALLS = {
