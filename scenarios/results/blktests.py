@@ -164,6 +164,31 @@ def counts(results: list[BlktestsResult]) -> dict[str, int]:
     return {s: sum(r.status == s for r in results) for s in STATUSES}
 
 
+_NOT_RUN = re.compile(
+    r"^(?P<test>[a-z][a-z0-9_-]{0,31}/[0-9]{3})(?: \((?P<cond>[^()=]+=[^()]*)\))?.*\[not run\]\s*$"
+)
+_TABLE_ROW = re.compile(r"\s\.\.\.(\s|$)")  # check's runtime table ('    runtime  ...  1.2s'), not a reason
+
+
+def skip_reasons(console: str) -> dict[str, list[str]]:
+    """Why each test did not run, from ``check``'s console output (blktests prints the reasons
+    and never writes them): ``{'nvme/002 (tr=rdma)': ['nvme_trtype=rdma is not supported in
+    this test']}``.  A reason is an indented line after the test's ``[not run]`` line."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in console.splitlines()[:100_000]:
+        match = _NOT_RUN.match(line)
+        if match:
+            key = match["test"] + (f" ({match['cond']})" if match["cond"] else "")
+            current = found.setdefault(key, [])
+        elif current is not None and line.startswith("    ") and line.strip():
+            if not _TABLE_ROW.search(line):
+                current.append(line.strip()[:200])
+        else:
+            current = None
+    return found
+
+
 CLONE = "git clone https://github.com/osandov/blktests"
 # What makes a folder a blktests checkout sanlab can use: its runner, its shared shell code and
 # the two groups sanlab runs across a wire.
