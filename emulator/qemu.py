@@ -26,6 +26,7 @@ from sanlab.emulator.images import Image
 from sanlab.emulator.monitor import keep_no_reboot, paused_registers, press_reset
 from sanlab.emulator.panics import last_words
 from sanlab.emulator.processes import Recorded, process_start, recorded, stop_pid
+from sanlab.emulator.qemu_opts import opt_value
 from sanlab.scenarios.errors import HostDown, SanlabError, ToolMissing
 from sanlab.scenarios.writing import open_stream
 
@@ -239,7 +240,7 @@ class Vm:
         return [
             self.qemu,
             "-name",
-            f"sanlab-{self.name},debug-threads=on",
+            f"sanlab-{opt_value(self.name)},debug-threads=on",
             *accel,
             "-machine",
             "q35",
@@ -254,7 +255,7 @@ class Vm:
             "-monitor",
             "none",
             "-qmp",
-            f"unix:{self.qmp_socket},server=on,wait=off",
+            f"unix:{opt_value(self.qmp_socket)},server=on,wait=off",
             "-kernel",
             str(self.image.kernel),
             "-initrd",
@@ -264,14 +265,14 @@ class Vm:
                 ["console=ttyS0 quiet loglevel=4 panic=-1", *extra_kernel_args(), f"sanlab.host={s.name}"]
             ),
             "-chardev",
-            f"socket,id=con,path={self.console_socket},server=on,wait=off,"
-            f"logfile={self.console_log},logappend=on",
+            f"socket,id=con,path={opt_value(self.console_socket)},server=on,wait=off,"
+            f"logfile={opt_value(self.console_log)},logappend=on",
             "-serial",
             "chardev:con",
             "-device",
             "virtio-serial-pci",
             "-chardev",
-            f"socket,id=agent,path={self.agent_socket},server=on,wait=off",
+            f"socket,id=agent,path={opt_value(self.agent_socket)},server=on,wait=off",
             "-device",
             "virtserialport,chardev=agent,name=sanlab.agent",
             "-device",
@@ -288,14 +289,14 @@ class Vm:
         for i, nic in enumerate(self.spec.nics):
             argv += [
                 "-netdev",
-                f"dgram,id=n{i},local.type=unix,local.path={nic.local_socket},"
-                f"remote.type=unix,remote.path={nic.peer_socket}",
+                f"dgram,id=n{i},local.type=unix,local.path={opt_value(nic.local_socket)},"
+                f"remote.type=unix,remote.path={opt_value(nic.peer_socket)}",
                 "-device",
                 f"virtio-net-pci,netdev=n{i},mac={nic.mac}",
             ]
             if nic.capture is not None:
                 limit = f",maxlen={nic.snaplen}" if nic.snaplen else ""
-                argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={nic.capture}{limit}"]
+                argv += ["-object", f"filter-dump,id=cap{i},netdev=n{i},file={opt_value(nic.capture)}{limit}"]
         return argv
 
     def _management_args(self) -> list[str]:
