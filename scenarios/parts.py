@@ -264,6 +264,36 @@ class Fault(Strict):
     length: FaultLength = Field(2.0, alias="for")
     loss: Percent | None = None  # with action loss: the share of frames dropped
     delay: Delay | None = None  # with action delay: how long each frame is held, one way
+    # With action down: how the cable is pulled.  ``carrier`` (the default): the emulator drops
+    # carrier at both NICs and the guests keep their routes, as a pulled cable does;
+    # ``interfaces``: ``ip link set down`` inside both hosts, routes and all (what the rxe QP 1
+    # and iSER reproducers need: targets/README.md).  Unset: carrier.
+    pull: Literal["carrier", "interfaces"] | None = None
+
+
+# A kernel release as ``uname -r`` prints it, or a shell-style pattern of one ('6.1.0-*').
+_KERNEL_RELEASE = r"^[A-Za-z0-9][A-Za-z0-9.+_~*?-]{0,63}$"
+_ONE_LINE = Annotated[str, Field(min_length=1, max_length=300, pattern=TEXT_LINE)]
+
+
+class KnownBug(Strict):
+    """The kernel bug a scenario reproduces (scenarios/reproducers/), so that a run on a kernel
+    that has it ends ``known-bad`` with one line of why, and a run on a fixed kernel passes.
+
+    A point shows the bug when it fails (an error, a block that failed verification, or I/O
+    not back within ``recover_within`` of a fault) with one of ``shows`` in its error, on a
+    kernel whose release matches one of ``kernels``.  Any other failure stays a failure."""
+
+    name: Label
+    title: _ONE_LINE  # the bug in a line, as a kernel developer would search for it
+    kernels: Annotated[
+        list[Annotated[str, Field(pattern=_KERNEL_RELEASE)]], Field(min_length=1, max_length=16)
+    ]
+    symptom: _ONE_LINE  # what sanlab measures that counts as the failure
+    shows: Annotated[list[_ONE_LINE], Field(min_length=1, max_length=8)]  # error text that marks it
+    fix: _ONE_LINE  # what a fix must change, and what a run then shows
+    # A point hit by a fault whose I/O is not back this many seconds after the fault ends fails.
+    recover_within: Runtime | None = None
 
 
 class Projection(Strict):

@@ -38,7 +38,18 @@ from sanlab.scenarios.fields import (
     Strict,
     Transport,
 )
-from sanlab.scenarios.parts import Chap, Fault, Flow, Host, Link, Projection, Switch, Target, Workload
+from sanlab.scenarios.parts import (
+    Chap,
+    Fault,
+    Flow,
+    Host,
+    KnownBug,
+    Link,
+    Projection,
+    Switch,
+    Target,
+    Workload,
+)
 from sanlab.scenarios.plan import Plan, resolve
 from sanlab.scenarios.registry import DEFAULT_GUEST, GuestName
 
@@ -54,6 +65,7 @@ __all__ = [
     "Fault",
     "Host",
     "KernelGuest",
+    "KnownBug",
     "Label",
     "Link",
     "Projection",
@@ -81,7 +93,7 @@ class KernelGuest(Strict):
 
 
 # The sections no plan reads (plan.py's resolve): a copy that changes only these keeps its plan.
-PLAN_FREE = frozenset({"name", "description"})
+PLAN_FREE = frozenset({"name", "description", "known_bug"})
 
 
 class Scenario(Strict):
@@ -101,6 +113,8 @@ class Scenario(Strict):
     faults: Annotated[list[Fault], Field(max_length=16)] = []
     background: Annotated[list[Flow], Field(max_length=8)] = []
     projections: Annotated[list[Projection], Field(max_length=256)] = []
+    # A reproducer's kernel bug: on a kernel that has it, the points that show it end known-bad.
+    known_bug: KnownBug | None = None
 
     @property
     def guest_name(self) -> GuestName:

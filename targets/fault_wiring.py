@@ -108,7 +108,7 @@ def injector(p: Point, wire: Wiring, device: str) -> faults.Inject:
         if fault.action == "reset":
             return faults.reset(wire.initiator_host, reset_script(p.target, p.name, wire))
         ends = link_ends(wire, fault.link or "")
-        if fault.action == "down" and wire.cables is not None:
+        if fault.action == "down" and wire.cables is not None and fault.pull != "interfaces":
             return faults.pull_carrier(wire.cables, fault.link or "", ends, fault.length)
         return faults.inject(ends, fault)
 

@@ -29,6 +29,11 @@ def check_faults(scenario: Scenario) -> Iterator[tuple[str, str]]:
             yield from _switch_port(i, fault, scenario)
         else:
             yield from _burst(i, fault, scenario.plan.link(fault.link).link)
+        if fault.pull is not None and (fault.action != "down" or fault.target is not None):
+            yield (
+                f"faults[{i}].pull",
+                f"says how a cable is pulled: it goes with action down, not {fault.action}",
+            )
         if real_machines(scenario):
             yield (
                 f"faults[{i}]",
@@ -78,6 +83,8 @@ def _switch_port(i: int, fault: Fault, scenario: Scenario) -> Iterator[tuple[str
             f"not given {fault.action} bursts, which go on host-to-host cables",
         )
         return
+    if fault.pull == "interfaces":
+        yield f"faults[{i}].pull", "interfaces go down on host-to-host cables; a switch port drops carrier"
     ports = sorted({t.link.name for t in scenario.plan.targets if t.link and t.link.kind != "cable"})
     if fault.link not in ports:
         where = either(ports) if ports else "a target's link to its switch"
