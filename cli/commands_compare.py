@@ -34,12 +34,18 @@ def compare(run_a: Path, run_b: Path, no_captures: bool, no_model: bool) -> None
       sanlab compare runs/k1 runs/k2 > cover-letter.md
     """
     try:
-        a, b = read_run(run_a, "RUN_A"), read_run(run_b, "RUN_B")
-        ladders = "Left out (--no-captures)." if no_captures else _ladders(a, b)
-        projections = "Left out (--no-model)." if no_model else _projections(a, b)
+        text = compared(run_a, run_b, no_captures, no_model)
     except SanlabError as exc:
         fail(exc)
-    click.echo(page(a, b, ladders, projections), nl=False)
+    click.echo(text, nl=False)
+
+
+def compared(run_a: Path, run_b: Path, no_captures: bool = False, no_model: bool = False) -> str:
+    """The page of two run folders (also what 'sanlab run --kernel A --kernel B' prints)."""
+    a, b = read_run(run_a, "RUN_A"), read_run(run_b, "RUN_B")
+    ladders = "Left out (--no-captures)." if no_captures else _ladders(a, b)
+    projections = "Left out (--no-model)." if no_model else _projections(a, b)
+    return page(a, b, ladders, projections)
 
 
 def _ladders(a: RunRead, b: RunRead) -> tuple[list[Ladder], list[Ladder]] | str:

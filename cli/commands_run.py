@@ -3,21 +3,29 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
+from sanlab.commands_compare import compared
 from sanlab.dissectors.rewrites import rewritten_retransmissions
+from sanlab.emulator.images import GUEST_OVERRIDE
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.kernel_runs import KernelRun, kernel_runs
+from sanlab.scenarios.results import known_bad
+from sanlab.scenarios.results.compare import kernel_of
 from sanlab.scenarios.results.records import RESULTS, ResultRecord, RunJournal, results_document
 from sanlab.scenarios.schema import Scenario
 from sanlab.scenarios.sizes import format_size
 from sanlab.targets.points import planned_points
 from sanlab.targets.sessions import cluster, run_session
-from sanlab.validation import fail, load_checked
+from sanlab.validation import check_loaded, fail, load_checked
 
 
 def _say(message: str) -> None:
@@ -55,6 +63,14 @@ def _interrupt(signum: int, frame: object) -> None:
     help="Spread the points over a Dask cluster (tcp://HOST:PORT), or N worker processes here "
     "(local:N); each worker boots its own VMs.",
 )
+@click.option(
+    "--kernel",
+    "kernels",
+    multiple=True,
+    metavar="KERNEL",
+    help="Twice: run the scenario on kernel A, then on B (a guest such as debian-13, a linux-image "
+    ".deb or a built tree), into OUT/a-A and OUT/b-B, and print 'sanlab compare' of the two.",
+)
 def run(
     scenario: Path | None,
     out: Path | None,
@@ -65,6 +81,7 @@ def run(
     inventory: Path | None,
     dry_run: bool,
     scheduler: str | None,
+    kernels: tuple[str, ...],
 ) -> None:
     """Boot the hosts of SCENARIO, run its fio matrix, capture and tear down.
 
@@ -87,16 +104,38 @@ def run(
       sanlab run my-servers.yaml --inventory hosts.yaml --dry-run
       sanlab run --resume runs/smoke
       sanlab run scenarios/smoke.yaml --scheduler local:2
+      sanlab run scenarios/smoke.yaml --kernel debian-12 --kernel ./linux > cover-letter.md
 
     \b
     --scheduler: each worker that has QEMU and the guest image (one that
     lacks either says so and gets none) runs a share of the points; all
     merge into one folder, captures and logs in share-K/.  With --dry-run
     too, the records say nothing ran; share-K/dry-run/ has the commands.
+
+    \b
+    Exit status: 0 every point passed; 1 a point failed; 3 every point that
+    did not pass is known-bad (a reproducer's bug, on a kernel it lists).
     """
+    where = _Where(scheduler, dry_run)
+    if kernels:
+        _on_kernels(scenario, kernels, out, force, snaplen, where, (resume, inventory, as_json))
+    _one_run(scenario, out, force, resume, snaplen, as_json, inventory, where)
+
+
+def _one_run(
+    scenario: Path | None,
+    out: Path | None,
+    force: bool,
+    resume: Path | None,
+    snaplen: int | None,
+    as_json: bool,
+    inventory: Path | None,
+    where: _Where,
+) -> NoReturn:
+    """One run of SCENARIO (or the rest of an interrupted one), its table, its exit status."""
     try:
-        if scheduler is not None:
-            _check_scheduler(scheduler)
+        if where.scheduler is not None:
+            _check_scheduler(where.scheduler)
         if resume is not None:
             scenario, loaded, journal = _resumed(
                 resume, scenario is not None or out is not None or force, inventory
@@ -105,15 +144,73 @@ def run(
             if scenario is None:
                 raise SanlabError("give a SCENARIO file to run, or --resume DIR to continue a run")
             loaded = _loaded(scenario, inventory)
-            if dry_run and scheduler is None:
+            if where.dry_run and where.scheduler is None:
                 _dry_run(loaded)
-                return
-            if scheduler is not None and loaded.plan.real_machines:
+                sys.exit(0)
+            if where.scheduler is not None and loaded.plan.real_machines:
                 raise SanlabError(f"{scenario}: runs on real machines; --scheduler is for VM runs")
             journal = run_session.fresh(scenario, loaded, out, force)
     except SanlabError as exc:
         fail(exc)
-    _execute(loaded, scenario.stem, journal, as_json, snaplen, _Where(scheduler, dry_run))
+    sys.exit(_execute(loaded, scenario.stem, journal, as_json, snaplen, where))
+
+
+def _on_kernels(
+    scenario: Path | None,
+    kernels: tuple[str, ...],
+    out: Path | None,
+    force: bool,
+    snaplen: int | None,
+    where: _Where,
+    alone: tuple[Path | None, Path | None, bool],
+) -> NoReturn:
+    """Run SCENARIO on each kernel, one after the other, then print the two runs' compare page
+    (the runs' own tables go to stderr).  Both kernels are checked before anything boots."""
+    try:
+        check_kernel_options(*alone, where.dry_run)
+        if scenario is None:
+            raise SanlabError("--kernel: give the SCENARIO to run on each kernel")
+        runs = _kernel_runs(scenario, kernels, where)
+        parent = out or run_session.default_out(scenario)
+        journals = [run_session.fresh(scenario, r.scenario, parent / r.folder, force, r.text) for r in runs]
+    except SanlabError as exc:
+        fail(exc)
+    codes = []
+    for r, journal in zip(runs, journals, strict=True):
+        _say(f"--kernel {r.given}: running into {journal.folder.root}")
+        codes.append(_execute(r.scenario, r.folder, journal, False, snaplen, where, err=True))
+    try:
+        click.echo(compared(journals[0].folder.root, journals[1].folder.root), nl=False)
+    except SanlabError as exc:
+        fail(exc)
+    sys.exit(1 if 1 in codes else max(codes))
+
+
+def check_kernel_options(resume: Path | None, inventory: Path | None, as_json: bool, dry_run: bool) -> None:
+    """--kernel runs the scenario on two kernels' VMs, printing their compare page: the options
+    that resume one run, reach real machines or print only JSON or commands do not go with it."""
+    given = {"--resume": resume, "--inventory": inventory, "--json": as_json, "--dry-run": dry_run}
+    alone = [name for name, value in given.items() if value]
+    if alone:
+        raise SanlabError(f"--kernel: runs the scenario on two kernels' VMs; not with {', '.join(alone)}")
+    if os.environ.get(GUEST_OVERRIDE):
+        raise SanlabError(
+            f"--kernel: ${GUEST_OVERRIDE} is set and would boot both runs on one guest; unset it"
+        )
+
+
+def _kernel_runs(scenario: Path, kernels: tuple[str, ...], where: _Where) -> list[KernelRun]:
+    """The scenario once per kernel, each checked as a run would check it; one line if not."""
+    if where.scheduler is not None:
+        _check_scheduler(where.scheduler)
+    runs = kernel_runs(scenario, kernels)
+    for r in runs:
+        _checked(check_loaded(r.scenario, f"{scenario} (--kernel {r.given})"), scenario)
+        if r.scenario.plan.real_machines:
+            raise SanlabError(
+                f"{scenario}: runs on real machines, whose kernels are their own; --kernel is for VMs"
+            )
+    return runs
 
 
 def _resumed(resume: Path, more: bool, inventory: Path | None) -> tuple[Path, Scenario, RunJournal]:
@@ -161,7 +258,11 @@ class _Where:
 
 def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
     """The scenario, checked, with something to run on hosts that can be reached."""
-    loaded = load_checked(scenario, inventory)
+    return _checked(load_checked(scenario, inventory), scenario)
+
+
+def _checked(loaded: Scenario, scenario: Path) -> Scenario:
+    """``loaded`` if it has something to run on hosts that can be reached."""
     if loaded.plan.unreached:
         raise SanlabError(
             f"{scenario}: is for real machines, but nothing says how to reach "
@@ -175,9 +276,16 @@ def _loaded(scenario: Path, inventory: Path | None) -> Scenario:
 
 
 def _execute(
-    loaded: Scenario, stem: str, journal: RunJournal, as_json: bool, snaplen: int | None, where: _Where
-) -> None:
-    """Run what the journal lacks; finish the journal however it ends; print the table."""
+    loaded: Scenario,
+    stem: str,
+    journal: RunJournal,
+    as_json: bool,
+    snaplen: int | None,
+    where: _Where,
+    err: bool = False,
+) -> int:
+    """Run what the journal lacks; judge a reproducer's points; finish the journal however it
+    ends; print the table (on stderr with ``err``); return the exit status."""
     out, planned = journal.folder.root, int(journal.run["planned_points"])  # type: ignore[call-overload]
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -190,8 +298,21 @@ def _execute(
     except SanlabError as exc:
         journal.finish("failed", str(exc).splitlines()[0])
         fail(exc)
+    said = _judge(loaded, journal)
     journal.finish("complete")
-    _report(journal.records, out, as_json, loaded.capture and not where.dry_run)  # a dry run captured nothing
+    captured = loaded.capture and not where.dry_run  # a dry run captured nothing
+    return _report(journal.records, out, as_json, captured, said, err)
+
+
+def _judge(loaded: Scenario, journal: RunJournal) -> list[str]:
+    """A reproducer's points judged against its bug on the kernel its guests ran (their logs):
+    known-bad where it showed.  What the run says of it at its end."""
+    if loaded.known_bug is None:
+        return []
+    kernel = kernel_of(journal.folder.root)
+    records = known_bad.judged(journal.records, loaded.known_bug, kernel)
+    journal.replace(records, kernel=kernel, known_bug=loaded.known_bug.name)
+    return known_bad.summary(records, loaded.known_bug, kernel)
 
 
 def _dry_run(loaded: Scenario) -> None:
@@ -203,34 +324,51 @@ def _dry_run(loaded: Scenario) -> None:
     click.echo("dry run: nothing was changed on any host")
 
 
-def _report(records: list[ResultRecord], out: Path, as_json: bool, captured: bool) -> None:
-    failed = [r for r in records if r.error]
+def _report(
+    records: list[ResultRecord],
+    out: Path,
+    as_json: bool,
+    captured: bool,
+    said: Sequence[str] = (),
+    err: bool = False,
+) -> int:
+    """Print the run's table (or its JSON) and what a reproducer's run says; the exit status."""
     if as_json:
         click.echo(json.dumps(results_document(records), indent=2))
+        for line in said:
+            _say(line)
     else:
-        shared = any(r.initiators for r in records)  # incast: a column says whose record it is
-        who = f"{'initiator':<10} " if shared else ""
-        click.echo(
-            f"{who}{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
-            f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6} {'checked':>8}"
-        )
-        for r in records:
-            checked = format_size(r.verified_bytes) if r.verified_bytes else "-"
-            who = f"{r.initiator or '-':<10} " if shared else ""
-            click.echo(
-                f"{who}{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
-                f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
-                f"{r.lat_mean_us or 0:>8.0f} {r.verify:<6} {checked:>8}" + _error_note(r.error, r.note)
-            )
-        if any(r.mode == "emulated" for r in records):
-            click.echo("* emulated under software virtualisation: protocol behaviour, not hardware speed")
-        else:
-            click.echo("* measured on the real machines named in each record's 'hardware'")
-        logs = ", logs/" if (out / "logs").is_dir() else ""  # VMs' console and kernel logs
-        click.echo(f"results in {out}/ (results.json, fio/{logs}{', *.pcap' if captured else ''})")
+        for line in [*_table(records, out, captured), *said]:
+            click.echo(line, err=err)
     if captured and any(r.verify == "fail" for r in records):
         _point_at_rewrites(out)
-    sys.exit(1 if failed else 0)
+    return known_bad.exit_status(records)
+
+
+def _table(records: list[ResultRecord], out: Path, captured: bool) -> list[str]:
+    """One line per point; its outcome word is known_bad.outcome's where it is not a plain verdict."""
+    shared = any(r.initiators for r in records)  # incast: a column says whose record it is
+    who = f"{'initiator':<10} " if shared else ""
+    lines = [
+        f"{who}{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
+        f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6} {'checked':>8}"
+    ]
+    for r in records:
+        checked = format_size(r.verified_bytes) if r.verified_bytes else "-"
+        who = f"{r.initiator or '-':<10} " if shared else ""
+        verify = known_bad.outcome(r) if r.known_bad else r.verify
+        lines.append(
+            f"{who}{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
+            f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
+            f"{r.lat_mean_us or 0:>8.0f} {verify:<6} {checked:>8}" + _error_note(r)
+        )
+    if any(r.mode == "emulated" for r in records):
+        lines.append("* emulated under software virtualisation: protocol behaviour, not hardware speed")
+    else:
+        lines.append("* measured on the real machines named in each record's 'hardware'")
+    logs = ", logs/" if (out / "logs").is_dir() else ""  # VMs' console and kernel logs
+    lines.append(f"results in {out}/ (results.json, fio/{logs}{', *.pcap' if captured else ''})")
+    return lines
 
 
 def _point_at_rewrites(out: Path) -> None:
@@ -248,7 +386,9 @@ def _point_at_rewrites(out: Path) -> None:
             )
 
 
-def _error_note(error: str | None, note: str | None) -> str:
-    if error:
-        return f" ERROR: {error[:80]}"
-    return f" (note: {note[:80]})" if note else ""
+def _error_note(r: ResultRecord) -> str:
+    if r.known_bad:
+        return f" {known_bad.KNOWN_BAD.upper()}: {r.known_bad[:100]}"
+    if r.error:
+        return f" ERROR: {r.error[:80]}"
+    return f" (note: {r.note[:80]})" if r.note else ""

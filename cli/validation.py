@@ -55,18 +55,23 @@ def load_checked(path: Path, inventory: Path | None = None, kernel: bool = True)
     """Load a scenario (its hosts from ``inventory`` if given) and check the names it gives
     to other layers.  ``kernel=False``: the kernel it brings is not read (a run folder's copy,
     whose relative path meant another directory, and which the model never boots)."""
-    scenario = load_scenario(path, inventory)
-    problems = [Problem(str(path), p, m) for p, m in check_projection_profiles(scenario)]
+    return check_loaded(load_scenario(path, inventory), str(path), kernel)
+
+
+def check_loaded(scenario: Scenario, source: str, kernel: bool = True) -> Scenario:
+    """``scenario`` (read from ``source``) if the names it gives other layers are good: its
+    profiles, its guest and the kernel it brings (found, and with every option it needs)."""
+    problems = [Problem(source, p, m) for p, m in check_projection_profiles(scenario)]
     if scenario.hosts and not scenario.plan.real_machines:
         try:  # $SANLAB_GUEST overrides the guest: a bogus one is refused here, not at boot
             guest_of(scenario.guest)
         except SanlabError as exc:
-            problems.append(Problem(str(path), "guest", str(exc)))
+            problems.append(Problem(source, "guest", str(exc)))
         if kernel and scenario.kernel is not None:
             try:  # a kernel the scenario brings: found, readable, and with every option it needs
                 check_kernel(scenario, kernel_source(scenario.kernel))
             except SanlabError as exc:
-                problems.append(Problem(str(path), "guest.kernel", str(exc)))
+                problems.append(Problem(source, "guest.kernel", str(exc)))
     if problems:
         raise ScenarioError(problems)
     return scenario

@@ -131,3 +131,22 @@ def test_two_kernels_real_runs_on_one_page():
     for folder in ("debian-12", "debian-13"):
         for record in json.loads((KEPT / folder / "results.json").read_text())["results"]:
             assert f"| {record['iops']:,.0f} |" not in text and f"| {record['lat_mean_us']:.1f} |" not in text
+
+
+def test_a_runs_own_strings_are_escaped_on_the_page(tmp_path):
+    """results.json is anyone's file: a '|' or a line break in its scenario's name or status
+    must not split a table's cell or start a heading of its own."""
+    planted = "evil | scenario\n# heading\n| x |"
+    (tmp_path / "results.json").write_text(
+        json.dumps({"run": {"scenario": planted, "status": "complete|\nfailed"}, "results": []})
+    )
+    a = read_run(tmp_path, "RUN_A")
+    text = page(a, a, "none", "none")
+    head, status = (
+        text.splitlines()[0],
+        next(line for line in text.splitlines() if line.startswith("| status")),
+    )
+    assert head == r"# evil \| scenario \# heading \| x \| vs evil \| scenario \# heading \| x \|"
+    assert status == r"| status | complete\| failed | complete\| failed |"
+    assert status.replace("\\|", "").count("|") == 4  # three cells, however the status was written
+    assert "\n# heading" not in text and "\n| x |" not in text

@@ -25,6 +25,7 @@ from pathlib import Path
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.reading import parse_json
+from sanlab.scenarios.results.known_bad import KNOWN_BAD, outcome
 from sanlab.scenarios.results.records import RESULTS, ResultRecord
 from sanlab.scenarios.sizes import format_size
 
@@ -95,11 +96,11 @@ def read_run(folder: Path, option: str) -> RunRead:
         except ValueError:
             raise SanlabError(f"{where}: results[{index}] is not a result record") from None
     return RunRead(
-        folder, str(run.get("scenario") or ""), str(run.get("status") or "?"), records, _kernel(folder)
+        folder, str(run.get("scenario") or ""), str(run.get("status") or "?"), records, kernel_of(folder)
     )
 
 
-def _kernel(folder: Path) -> str:
+def kernel_of(folder: Path) -> str:
     """The first 'Linux version' in the run's kernel logs (logs/, share-K/logs/, resumed-N/)."""
     for log in sorted([*folder.glob("logs/*.dmesg"), *folder.glob("*/logs/*.dmesg")]):
         if not _inside(folder, log) or not log.is_file():
@@ -189,12 +190,20 @@ def paired(
 
 
 def verdict(record: ResultRecord | None) -> str:
-    """A point's outcome in a word: pass, FAIL (verification), ERROR, or ran (unverified)."""
-    if record is None:
-        return "-"
-    if record.error:
-        return "ERROR"
-    return {"pass": "pass", "fail": "FAIL"}.get(record.verify, "ran")
+    """A point's outcome in a word (known_bad.outcome), or '-' where the run lacks it."""
+    return "-" if record is None else outcome(record)
+
+
+# What markdown reads as markup or a table's cell boundary; a run's strings (its scenario's
+# name, status, kernel, errors) come from a file anyone may have written, so each is escaped.
+_MARKUP = re.compile(r"([\\`*_\[\]<>|#])")
+_BREAKS = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def md(text: str) -> str:
+    """``text`` as literal markdown on one line: line breaks and control characters become a
+    space, markup characters are backslash-escaped (a ``|`` never splits a table's cell)."""
+    return _MARKUP.sub(r"\\\1", _BREAKS.sub(" ", text))
 
 
 def label(record: ResultRecord, who: bool = False) -> str:
@@ -227,7 +236,7 @@ def page(
 ) -> str:
     """The comparison as one markdown page.  ``ladders`` and ``projections`` are each run's
     rows, or a sentence saying why there are none (no captures, the model refused)."""
-    lines = [f"# {a.scenario or a.folder.name} vs {b.scenario or b.folder.name}", ""]
+    lines = [f"# {md(a.scenario or a.folder.name)} vs {md(b.scenario or b.folder.name)}", ""]
     lines += _heading(a, b) + ["", "## Pass or fail, recovery (per point)", ""]
     lines += _points(a, b) + ["", "## Wire ladders (per I/O, from the captures)", ""]
     lines += [ladders, ""] if isinstance(ladders, str) else _ladders(*ladders)
@@ -238,9 +247,9 @@ def page(
 
 def _heading(a: RunRead, b: RunRead) -> list[str]:
     rows = ["| | A | B |", "|---|---|---|"]
-    rows.append(f"| run folder | {a.folder.name} | {b.folder.name} |")
-    rows.append(f"| kernel | {a.kernel or 'not logged'} | {b.kernel or 'not logged'} |")
-    rows.append(f"| status | {a.status} | {b.status} |")
+    rows.append(f"| run folder | {md(a.folder.name)} | {md(b.folder.name)} |")
+    rows.append(f"| kernel | {md(a.kernel or 'not logged')} | {md(b.kernel or 'not logged')} |")
+    rows.append(f"| status | {md(a.status)} | {md(b.status)} |")
     rows.append(f"| records | {len(a.records)} | {len(b.records)} |")
     return rows
 
@@ -259,11 +268,15 @@ def _points(a: RunRead, b: RunRead) -> list[str]:
     for x, y in pairs:
         name = label(x or y, several)  # type: ignore[arg-type]  # a pair holds at least one record
         mark = "**differs**" if verdict(x) != verdict(y) else ""
-        rows.append(f"| {name} | {verdict(x)} | {verdict(y)} | {_recovery(x)} | {_recovery(y)} | {mark} |")
+        rows.append(
+            f"| {md(name)} | {verdict(x)} | {verdict(y)} | {_recovery(x)} | {_recovery(y)} | {mark} |"
+        )
     for side, records in (("A", a.records), ("B", b.records)):
         for r in records:
             if r.error:
-                rows.append(f"\n{side}, {label(r)}: {r.error.splitlines()[0][:200]}")
+                rows.append(f"\n{side}, {md(label(r))}: {md(r.error.splitlines()[0][:200])}")
+            if r.known_bad:
+                rows.append(f"\n{side}, {md(label(r))}: {KNOWN_BAD}, {md(r.known_bad)}")
     return rows + [""]
 
 
@@ -282,7 +295,7 @@ def _ladders(a: list[Ladder], b: list[Ladder]) -> list[str]:
     for (link, transport, op, size), (x, y) in sorted(keyed.items()):
         figures = [_change(x, y, field) for field in ("frames", "wire_bytes", "round_trips")]
         counts = [str(r.count) if r else "-" for r in (x, y)]
-        cells = [link, transport, f"{op} {format_size(size)}", *counts, *figures]
+        cells = [md(link), md(transport), md(f"{op} {format_size(size)}"), *counts, *figures]
         rows.append("| " + " | ".join(cells) + " |")
     return rows + [""]
 
@@ -313,5 +326,5 @@ def _projections(a: list[ResultRecord], b: list[ResultRecord]) -> list[str]:
         iops = [f"{p.iops:,.0f}" if p and p.iops is not None else "-" for p in (x, y)]
         lat = [f"{p.lat_mean_us:.1f}" if p and p.lat_mean_us is not None else "-" for p in (x, y)]
         neck = " / ".join(p.bottleneck or "-" if p else "-" for p in (x, y))
-        rows.append(f"| {name} | {' | '.join(iops)} | {' | '.join(lat)} | {neck} |")
+        rows.append(f"| {md(name)} | {' | '.join(iops)} | {' | '.join(lat)} | {neck} |")
     return rows + [""]

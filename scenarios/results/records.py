@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from sanlab.scenarios.files import write_atomically
 from sanlab.scenarios.results.outdir import OutputFolder
@@ -155,6 +155,17 @@ class ResultRecord(BaseModel):
     # was restarted and the target run again): a passing cell can carry one.
     # On a projection: the edge of the published tables' reach it lies past, if any (models/core/reach.py).
     note: str | None = None
+    # A reproducer's point that failed as its kernel bug says, on a kernel the bug lists: the
+    # one-line reason (scenarios/results/known_bad.py, the home of the word).  Its error stays.
+    # Written only when set: every other record is what it was before reproducers existed.
+    known_bad: Text | None = None
+
+    @model_serializer(mode="wrap")
+    def _known_bad_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if data.get("known_bad", "") is None:
+            del data["known_bad"]
+        return data
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -256,6 +267,12 @@ class RunJournal:
         if count:
             del self.records[-count:]
             self._write()
+
+    def replace(self, records: Sequence[ResultRecord], **run: object) -> None:
+        """The same points, judged afresh (a reproducer's known-bad verdicts), and facts of the run."""
+        self.records = list(records)
+        self.run.update(run)
+        self._write()
 
     def finish(self, status: Literal["complete", "failed", "interrupted"], detail: str = "") -> None:
         self.run["status"] = status

@@ -41,14 +41,23 @@ MAX_SCENARIO_BYTES = 1 << 20  # as scenarios/yamlfile.py reads them
 MAX_RESULTS_BYTES = 64 << 20
 
 
-def fresh(scenario: Path, loaded: Scenario, out: Path | None, force: bool) -> RunJournal:
-    """A new run's folder, holding a copy of its scenario (for --resume) and its journal."""
-    out = out or Path("runs") / f"{lab_name(scenario.stem)}-{time.strftime('%Y%m%d-%H%M%S')}"
+def fresh(
+    scenario: Path, loaded: Scenario, out: Path | None, force: bool, text: str | None = None
+) -> RunJournal:
+    """A new run's folder, holding a copy of its scenario (for --resume) and its journal.
+    ``text``: the scenario as this run has it, when that is not the file (another kernel)."""
+    out = out or default_out(scenario)
     folder = claim_fresh(out, "--out", force)
     _hold(folder, _locked(out, "--out"))
-    folder.write_text(SCENARIO_COPY, read_bounded(scenario, MAX_SCENARIO_BYTES, "scenario").decode())
+    copy = text if text is not None else read_bounded(scenario, MAX_SCENARIO_BYTES, "scenario").decode()
+    folder.write_text(SCENARIO_COPY, copy)
     planned = planned_points(loaded)
     return RunJournal(folder, loaded.name or scenario.stem, planned, _settler(folder, loaded))
+
+
+def default_out(scenario: Path) -> Path:
+    """Where a run goes without --out: runs/NAME-TIME."""
+    return Path("runs") / f"{lab_name(scenario.stem)}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def check_resumable(resume: Path) -> OutputFolder:
