@@ -6,11 +6,14 @@ modules are added -- only those the recipe lists and what they depend on (read f
 module's own ``depends=`` and ``softdep=``), with ``depmod`` run on that pruned copy.  So
 the user space is byte for byte the base guest's, init and agent included, and a build
 takes seconds, not an mmdebstrap.  rxe comes with the kernel's modules when it is built
-(CONFIG_RDMA_RXE); so does siw (CONFIG_RDMA_SIW), but Debian never builds it, and the
-abortive-close patch of sanlab's own siw.ko (vm-images/README.md) is not applied to a
-brought kernel's: a scenario with siw on a kernel without it is refused before boot.
+(CONFIG_RDMA_RXE); so does siw (CONFIG_RDMA_SIW), without the abortive-close patch of
+sanlab's own siw.ko (vm-images/README.md).  Debian never builds siw: for a Debian kernel .deb
+without it, when the scenario needs siw, siw.ko is compiled from the kernel's own headers and
+source with the patch, as for sanlab's own guests (emulator/siw_compile.py), and added as
+``updates/siw.ko``; a kernel for which that cannot be done is refused before boot.
 
-The image's key is the base image's key with the kernel's digest (kernels.kernel_digest).
+The image's key is the base image's key with the kernel's digest (kernels.kernel_digest),
+and the compiled siw's build key when it has one.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import zlib
 from pathlib import Path
 from typing import IO, BinaryIO, cast
 
-from sanlab.emulator import kernels
+from sanlab.emulator import kernels, siw_compile
 from sanlab.emulator.cpio import CpioWriter, read_cpio
 from sanlab.emulator.images import (
     Image,
@@ -42,6 +45,7 @@ from sanlab.emulator.images import (
     require_image,
 )
 from sanlab.emulator.kernels import KernelSource
+from sanlab.emulator.siw_debs import SiwPlan
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.hosts import Say
@@ -66,8 +70,8 @@ def ready_scenario_image(scenario: Scenario, progress: Say) -> Image:
     if scenario.kernel is None:
         return ready_image(progress, base)
     source = kernels.kernel_source(scenario.kernel)
-    kernels.check_kernel(scenario, source)
-    return derive(ready_image(progress, base), base, source, progress)
+    config = kernels.check_kernel(scenario, source)
+    return derive(ready_image(progress, base), base, source, progress, config.siw)
 
 
 def require_scenario_image(scenario: Scenario, progress: Say = lambda line: None) -> Image:
@@ -79,33 +83,43 @@ def require_scenario_image(scenario: Scenario, progress: Say = lambda line: None
     if scenario.kernel is None:
         return base
     source = kernels.kernel_source(scenario.kernel)
-    kernels.check_kernel(scenario, source)
-    return derive(base, base_guest, source, progress)
+    config = kernels.check_kernel(scenario, source)
+    return derive(base, base_guest, source, progress, config.siw)
 
 
-def derived_key(base_key: str, digest: str) -> str:
-    return hashlib.sha256(f"kernel-image/{FORMAT}\0{base_key}\0{digest}".encode()).hexdigest()[:16]
+def derived_key(base_key: str, digest: str, siw_key: str = "") -> str:
+    """The derived image's key; a compiled siw adds its build key (an image without one keeps
+    the key it had before siw could be compiled)."""
+    siw = f"\0siw/{siw_key}" if siw_key else ""
+    return hashlib.sha256(f"kernel-image/{FORMAT}\0{base_key}\0{digest}{siw}".encode()).hexdigest()[:16]
 
 
-def _image(base: Image, digest: str) -> Image:
-    key = derived_key(base.key, digest)
+def _image(base: Image, digest: str, siw_key: str = "") -> Image:
+    key = derived_key(base.key, digest, siw_key)
     return Image(key, images_dir() / key)
 
 
-def derive(base: Image, guest: str, source: KernelSource, progress: Say) -> Image:
+def derive(base: Image, guest: str, source: KernelSource, progress: Say, siw: SiwPlan | None = None) -> Image:
     """The base image (of ``guest``) with ``source``'s kernel in place of its own, keeping the
-    modules ``guest``'s recipe lists; cached by both."""
+    modules ``guest``'s recipe lists, and siw compiled for it when ``siw`` says; cached by all."""
     digest = kernels.kernel_digest(source)
-    image = _image(base, digest)
+    siw_key = siw_compile.build_key(digest, guest) if siw else ""
+    image = _image(base, digest, siw_key)
     if (image.path / "manifest.json").is_file():
         return image
     with _one_builder(progress):
         if (image.path / "manifest.json").is_file():
             return image
+        compiled = siw_compile.compiled_siw(siw, digest, guest, progress)[0] if siw else None
         started = time.monotonic()
         progress(f"building a guest image with the kernel {source.path} on image {base.key}")
         with building(image.key) as work, tempfile.TemporaryDirectory(prefix="sanlab-kernel-") as scratch:
             version, vmlinuz, modules = _unpacked(source, Path(scratch) / "unpacked")
+            if compiled is not None:  # the .deb's modules, unpacked into our scratch: never a tree's
+                if source.kind != "deb":
+                    raise SanlabError(f"kernel {source.path}: siw is compiled only for a kernel .deb")
+                siw_bytes = read_bounded(compiled, MODULE_BYTES, "compiled siw.ko")
+                write_file(modules / "updates" / "siw.ko", siw_bytes, exists="refuse")
             wanted = [str(m) for m in recipe(guest)["modules"]]  # type: ignore[attr-defined]
             kept, absent = keep_modules(modules, wanted)
             pruned = Path(scratch) / "pruned"
@@ -124,6 +138,7 @@ def derive(base: Image, guest: str, source: KernelSource, progress: Say) -> Imag
                 "base_image": base.key,
                 "modules_kept": len(kept),
                 "modules_absent": absent,
+                "siw_compiled": siw_key,
                 "built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                 "build_seconds": round(time.monotonic() - started, 1),
                 "initrd_bytes": (work / "rootfs.cpio").stat().st_size,

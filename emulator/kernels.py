@@ -22,10 +22,12 @@ import subprocess
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Literal
 
+from sanlab.emulator import siw_debs
+from sanlab.emulator.siw_debs import SiwPlan
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.kernel_needs import kernel_needs
@@ -55,6 +57,7 @@ class KernelConfig:
 
     version: str
     options: dict[str, str]  # CONFIG_X -> y, m or a value; an option "not set" is absent
+    siw: SiwPlan | None = None  # siw to compile for it: the scenario needs siw, the kernel lacks it
 
     def has(self, option: str) -> bool:
         return self.options.get(option) in ("y", "m")
@@ -128,13 +131,26 @@ def parse_config(text: str) -> dict[str, str]:
 
 def check_kernel(scenario: Scenario, source: KernelSource) -> KernelConfig:
     """The kernel's config, if it has every option the scenario needs; else one line naming the
-    file, each missing option and what needs it."""
+    file, each missing option and what needs it.  siw is the one option sanlab can supply: for
+    a Debian kernel .deb whose headers and source it finds, the config returned says to compile
+    it (emulator/siw_debs.py); otherwise the refusal says what to provide."""
     config = read_config(source)
     missing = [need for need in kernel_needs(scenario) if not config.has(need.option)]
+    hint, plan = "", None
+    if any(need.option == siw_debs.OPTION for need in missing):
+        try:
+            plan = siw_debs.plan_siw(source.kind, source.path, config.version)
+            missing = [need for need in missing if need.option != siw_debs.OPTION]
+        except SanlabError as exc:
+            hint = f" ({exc})"
     if missing:
-        said = "; ".join(f"{need.option} is not set, and {need.why} needs it" for need in missing)
+        said = "; ".join(
+            f"{need.option} is not set, and {need.why} needs it"
+            + (hint if need.option == siw_debs.OPTION else "")
+            for need in missing
+        )
         raise SanlabError(f"kernel {source.path} ({config.version}): {said}")
-    return config
+    return replace(config, siw=plan)
 
 
 @contextmanager
