@@ -13,8 +13,6 @@ from typing import Any, NoReturn
 
 import click
 
-from sanlab.emulator.images import guest_of
-from sanlab.emulator.kernels import check_kernel, kernel_source
 from sanlab.models.core.profile_files import check_projection_profiles
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.loader import load_scenario
@@ -63,6 +61,11 @@ def check_loaded(scenario: Scenario, source: str, kernel: bool = True) -> Scenar
     profiles, its guest and the kernel it brings (found, and with every option it needs)."""
     problems = [Problem(source, p, m) for p, m in check_projection_profiles(scenario)]
     if scenario.hosts and not scenario.plan.real_machines:
+        # The emulator's modules only for a scenario that boots guests: ``sanlab model`` of a
+        # file, or ``validate``, of a projection alone never reads images or kernels.
+        from sanlab.emulator.images import guest_of
+        from sanlab.emulator.kernels import check_kernel, kernel_source
+
         try:  # $SANLAB_GUEST overrides the guest: a bogus one is refused here, not at boot
             guest_of(scenario.guest)
         except SanlabError as exc:
