@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -105,12 +106,16 @@ def run(
       sanlab blktests run rxe --blktests ~/blktests --tests nvme/003 --tests nvme/010
       sanlab blktests run rxe --blktests ~/blktests --group srp
     """
+    folder = out or Path("runs") / f"blktests-{wire[:20]}-{group[:20]}-{time.strftime('%Y%m%d-%H%M%S')}"
     try:
         planned = session.plan(wire, group, checkout, tests, timeout_s)
-        folder = out or Path("runs") / f"blktests-{wire}-{group}-{time.strftime('%Y%m%d-%H%M%S')}"
+        signal.signal(signal.SIGTERM, _interrupt)  # a kill tears the guests down as Ctrl-C does
         summary = session.run(planned, folder, force, _say, capture=not no_capture)
     except SanlabError as exc:
         fail(exc)
+    except KeyboardInterrupt:
+        click.echo(f"interrupted: the tests that ended are kept in {folder} ({session.SUMMARY})", err=True)
+        sys.exit(130)
     tally = summary["counts"]
     reasons = "; ".join(f"{n} x {reason}" for reason, n in summary["skip_reasons"].items())
     click.echo(
@@ -123,6 +128,10 @@ def run(
     if summary["timed_out"]:
         click.echo(f"timed out: {', '.join(summary['timed_out'])}")
     sys.exit(1 if tally["fail"] or summary["timed_out"] else 0)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _say(message: str) -> None:
