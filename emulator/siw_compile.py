@@ -11,11 +11,12 @@ Where it builds: in a throwaway chroot that mmdebstrap makes of the base guest's
 -- and they name the compiler the kernel was built with (gcc-12 for bookworm's backports);
 installing them into the user's system is not sanlab's to do, and the host's compiler may
 not be the kernel's.  In the chroot the headers, ``-common`` and ``linux-kbuild`` .debs are
-unpacked with ``dpkg-deb --extract`` (the headers Depend on the kernel image, which a chroot
-that only compiles does not need); everything else they Depend on -- the compiler, libelf,
-libssl -- comes from the release's mirror.  siw's folder alone is read out of the kernel's
-own ``linux-source`` here (regular files with plain names, bounded), patched and built there
-with ``make M=...``, then stripped.
+unpacked, not installed (the headers Depend on the kernel image, which a compile does not
+need), by tar with ``--keep-directory-symlink`` (``dpkg-deb --extract`` replaced merged
+/usr's ``/lib`` link with the headers' ``lib/modules`` folder, and no program ran after);
+everything else they Depend on -- the compiler, libelf, libssl -- comes from the mirror.
+siw's folder alone is read out of the kernel's own ``linux-source`` here (regular files
+with plain names, bounded), patched and built there with ``make M=...``, then stripped.
 
 The module is checked (its vermagic names the kernel's release; its parameters include the
 patch's ``abortive_close``) and cached in ``<cache>/siw/<key>/`` (``siw.ko``,
@@ -66,7 +67,9 @@ mkdir "$root/tmp/sanlab-siw"
 cp -R "$work/src" "$work/debs" "$work/siw.patch" "$root/tmp/sanlab-siw/"
 chroot "$root" sh -euc '
   cd /tmp/sanlab-siw
-  for deb in debs/*.deb; do dpkg-deb --extract "$deb" /; done
+  for deb in debs/*.deb; do
+    dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink --no-same-owner -C /
+  done
   patch -s -d src -p1 < siw.patch
   make -s -C "/usr/src/linux-headers-$1" M=/tmp/sanlab-siw/src/drivers/infiniband/sw/siw \
        CONFIG_RDMA_SIW=m modules
