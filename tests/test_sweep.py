@@ -96,8 +96,11 @@ def test_goals_and_the_pareto_front():
 
 
 def test_where_auto_picks_mva_it_agrees_with_simulation(tmp_path):
+    # Eight jobs: at four, since the path table prices LIO's SRP and iSCSI targets (issue #46),
+    # SRP is bound by two desks at once, which auto rightly simulates, and too few points are MVA's.
     spec = SMALL | {
-        "axes": {"transport": ["nvme-tcp", "nvme-rdma", "iser", "srp", "iscsi"], "iodepth": [1, 8, 32]}
+        "axes": {"transport": ["nvme-tcp", "nvme-rdma", "iser", "srp", "iscsi"], "iodepth": [1, 8, 32]},
+        "fixed": SMALL["fixed"] | {"numjobs": 8},
     }
     grid = expand(load_spec(_spec(tmp_path, spec)))
     checked = 0

@@ -252,6 +252,8 @@ def starting_profile(base: str, name: str, cells: Cells) -> tuple[dict[str, Any]
             side = "read" if "read" in p.rw else "write"
             fit[f"backends.{backend}.{side}_latency_us"] = list(DEVICE_LATENCY_RANGE)
             fit[f"backends.{backend}.{side}_gbytes_per_s"] = list(DEVICE_RATE_RANGE)
+    for cost in raw["costs"].values():  # the machine's own costs now, fitted here: no stacks' CPI moves them
+        cost.update(initiator_family=None, target_family=None)
     # A cost the base profile sets to zero lives elsewhere in the model (the stack
     # charges it on another side, say): it stays zero rather than be invented.
     raw["calibration"] = {"fit": {n: bounds for n, bounds in fit.items() if get_param(raw, n) > 0}}

@@ -19,7 +19,7 @@ from sanlab.models.core.profile import Profile
 
 HOPS = {
     "syscall-block": "fio's submission and completion: syscalls, the block layer (stacks: application)",
-    "initiator-stack": "the transport's initiator: commands, completions, data received (stacks: initiators)",
+    "initiator-stack": "the transport's initiator: commands, completions, data in (stacks: paths x CPI)",
     "initiator-digests": "CRC32C of the PDUs the initiator sends and checks (stacks: digests)",
     "initiator-tls": "TLS's AEAD (AES-GCM) over every byte the initiator sends and receives (stacks: tls)",
     "initiator-net": "the initiator's TCP stack, per packet it handles (nics: host_kcycles_per_packet)",
@@ -30,7 +30,7 @@ HOPS = {
     "link-out": "serialisation towards the target (link rate, wire bytes)",
     "initiator-ports-tx": "serialisation out of the initiators' switch ports",
     "target-port-rx": "serialisation into the target's switch port",
-    "target-stack": "the target stack's thread (stacks: targets)",
+    "target-stack": "the target stack's thread (stacks: paths x CPI where measured, else targets)",
     "backend-copy": "the target's copy in and out of the backend (backends: target_cycles_per_byte)",
     "target-digests": "CRC32C of the PDUs the target sends and checks (stacks: digests; a library: hosts)",
     "target-tls": "TLS's AEAD (AES-GCM) over every byte the target sends and receives (stacks: tls)",

@@ -7,12 +7,14 @@ models/stacks.yaml.  ``sanlab calibrate`` fits them; models/core/profile_files.p
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from sanlab.models.core.paths import STACKS as MEASURED_STACKS
+from sanlab.models.core.paths import default_stack_path
 from sanlab.scenarios.errors import Problem, ScenarioError
-from sanlab.scenarios.registry import MODEL_STACKS
+from sanlab.scenarios.registry import MODEL_STACKS, TRANSPORTS
 from sanlab.scenarios.schema import Stack
 
 if TYPE_CHECKING:
@@ -31,6 +33,25 @@ CYCLES_PER_BYTE_MAX = 100.0
 US_MAX = 1e6  # a second
 
 
+# Costs from the code sanlab runs (issue #46): where the path table (models/data/paths) counts a
+# side's transport code, its per-I/O cost is those instructions × the cycles per instruction of
+# its family, fitted on the published tables; the TCP stacks and the RDMA stacks are two families.
+Family = Literal["kernel-tcp", "kernel-rdma"]
+
+
+def family(transport: str) -> Family:
+    """The CPI family of a transport's code: its stacks over TCP, or over verbs."""
+    return "kernel-rdma" if TRANSPORTS[transport].rdma else "kernel-tcp"
+
+
+class Paths(Strict):
+    """stacks.yaml's ``paths``: the cycles per instruction of each family, a figure that carries
+    what a transport's own code costs per I/O beyond its count (wake-ups, slab, cache misses it
+    causes), not a hardware CPI.  ``sanlab calibrate`` fits both."""
+
+    cpi: dict[Family, Annotated[float, Field(gt=0, le=100)]]
+
+
 class StackCost(Strict):
     """CPU cycles one storage stack spends on an I/O, on each side.
 
@@ -45,6 +66,10 @@ class StackCost(Strict):
     initiator_kcycles_per_io: float = Field(ge=0, le=KCYCLES_MAX)
     initiator_cycles_per_byte: float = Field(0.0, ge=0, le=CYCLES_PER_BYTE_MAX)
     calibrated_on: str = ""
+    # The family whose CPI prices a side's per-I/O cost (its path × CPI); None where the cost is
+    # fitted, or a profile's own (models/core/uncertainty.py scales a CPI's sides by this).
+    initiator_family: Family | None = None
+    target_family: Family | None = None
 
 
 class SideCost(Strict):
@@ -102,18 +127,61 @@ class Stacks(Strict):
     digests: Digests
     tls: Tls
     interrupts: Interrupts
+    paths: Paths | None = None
     calibration: dict[str, Any] = Field(default_factory=dict)
 
+    def cost_keys(self) -> list[str]:
+        """Every 'stack/transport' with a cost: the fitted ones, and each stack sanlab runs on each
+        transport it serves (LIO, tgt, nvmet), priced by the path table where it measured them."""
+        runs = {f"{s}/{t}" for t, tr in TRANSPORTS.items() for s in tr.stacks if s in MEASURED_STACKS}
+        return sorted(set(self.targets) | {k for k in runs if self._fitted(k) is not None})
+
+    def _fitted(self, key: str) -> tuple[str, SideCost] | None:
+        """A target's fitted cost: its own, else its stand-in stack's (the registry's ``stand_in``)."""
+        stack, transport = key.split("/")
+        kind = MODEL_STACKS.get(stack)
+        for candidate in (key, f"{kind.stand_in}/{transport}" if kind and kind.stand_in else key):
+            if candidate in self.targets:
+                return candidate, self.targets[candidate]
+        return None
+
     def cost(self, key: str) -> StackCost:
-        """The combined cost of target stack ``key`` ('stack/transport') and its transport's initiator."""
-        target, initiator = self.targets[key], self.initiators.get(key.split("/")[1], SideCost())
+        """The combined cost of target stack ``key`` ('stack/transport') and its transport's
+        initiator: per I/O, path × CPI for each side the path table measures, else fitted."""
+        stack, transport = key.split("/")
+        found = self._fitted(key)
+        if found is None:
+            raise KeyError(key)
+        lender, target = found
+        initiator = self.initiators.get(transport, SideCost())
+        init_k, init_fam, init_note = self._priced(transport, None, initiator.kcycles_per_io, "fitted")
+        fitted = "fitted" if lender == key else f"fitted, {lender}'s"
+        tgt_k, tgt_fam, tgt_note = self._priced(transport, stack, target.kcycles_per_io, fitted)
         return StackCost(
-            target_kcycles_per_io=target.kcycles_per_io,
+            target_kcycles_per_io=tgt_k,
             target_cycles_per_byte=target.cycles_per_byte,
-            initiator_kcycles_per_io=initiator.kcycles_per_io,
+            initiator_kcycles_per_io=init_k,
             initiator_cycles_per_byte=initiator.cycles_per_byte,
-            calibrated_on="stacks",
+            calibrated_on=f"stacks; per I/O, initiator: {init_note}; target: {tgt_note}",
+            initiator_family=init_fam,
+            target_family=tgt_fam,
         )
+
+    def _priced(
+        self, transport: str, stack: str | None, fitted: float, how: str
+    ) -> tuple[float, Family | None, str]:
+        """A side's kcycles per I/O, its CPI family, and where the figure comes from: the path
+        table's instructions × the family's CPI, else ``fitted`` and why (the table lacks it)."""
+        if self.paths is None or transport not in TRANSPORTS or (stack and stack not in MEASURED_STACKS):
+            return fitted, None, how
+        side = "target" if stack else "initiator"
+        path = default_stack_path(transport, side, stack)
+        if path is None:
+            what = f"{stack}/{transport}" if stack else f"{transport}'s initiator"
+            return fitted, None, f"{how}: the path table has no 4 KiB cell of {what}"
+        fam = family(transport)
+        cpi = self.paths.cpi[fam]
+        return cpi * path.kinstr, fam, f"path {path.kinstr:.2f} k instructions x CPI {cpi:.2f} ({fam})"
 
 
 def stack_cost(profile: Profile, stack: str, transport: str) -> StackCost:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from sanlab.scenarios.errors import SanlabError
@@ -176,6 +177,51 @@ def load_paths(path: Path = PATHS_CSV) -> PathTable:
         if missing:
             raise SanlabError(f"{source}: {cell} lacks {', '.join(missing[:4])}")
     return PathTable(rows, source)
+
+
+@cache
+def default_paths() -> PathTable:
+    """The committed table, read once a process (the model reads it for every profile it builds)."""
+    return load_paths()
+
+
+# What the model reads per I/O (models/core/costs.py): a side's transport code with its RDMA
+# core, and on a target its own block layer (the backend is the profile's).  fio and the
+# initiator's block layer are the application's cost, every transport alike; TCP/IP is per packet,
+# copy per byte, and the rest (sched, mm, irq, the kernel's other code) cannot be told apart from
+# the soft RNIC's on RDMA without call graphs (models/data/paths/README.md).
+STACK_GROUPS = {"initiator": ("transport", "rdma_core"), "target": ("transport", "rdma_core", "block")}
+PATH_BS = 4096  # the cells a per-I/O cost is read from: 4 KiB, the least per-byte work
+
+
+@dataclass(frozen=True)
+class StackPath:
+    """One side's transport code per I/O: thousands of instructions, averaged over its 4 KiB
+    cells (reads and writes, QD 1 and 32, each soft RNIC that carried it), and those cells."""
+
+    kinstr: float
+    ci95: float  # the mean's 95 % half-width from sampling (the cells' in quadrature)
+    cells: tuple[PathCell, ...]
+
+
+def stack_path(table: PathTable, transport: str, side: str, stack: str | None = None) -> StackPath | None:
+    """The initiator's (any target stack) or target ``stack``'s per-I/O path for ``transport``,
+    or None where the table has no 4 KiB cell of it."""
+    cells = tuple(
+        c for c in table.cells() if (c.transport, c.bs) == (transport, PATH_BS) and stack in (None, c.stack)
+    )
+    if not cells:
+        return None
+    groups = STACK_GROUPS[side]
+    per_cell = [table.per_io(c, side, groups) for c in cells]
+    spread = sum(table.ci95(c, side, groups) ** 2 for c in cells) ** 0.5 / len(cells)
+    return StackPath(sum(per_cell) / len(cells) / 1e3, spread / 1e3, cells)
+
+
+@cache
+def default_stack_path(transport: str, side: str, stack: str | None = None) -> StackPath | None:
+    """``stack_path`` of the committed table, once a process: every profile the fit builds asks."""
+    return stack_path(default_paths(), transport, side, stack)
 
 
 def write_rows(path: Path, new: list[dict[str, object]]) -> None:

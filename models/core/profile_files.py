@@ -227,14 +227,15 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
 
     The initiator's application cost is the stacks' unless the profile sets
     its own; every target stack's cost, joined with its transport's
-    initiator, goes under ``costs``, where a cost the profile gives itself
+    initiator, goes under ``costs`` (and each stack sanlab runs, priced by the
+    path table: ``Stacks.cost_keys``), where a cost the profile gives itself
     (a profile fitted to the user's runs) wins.
     """
     if not isinstance(data, dict):
         return data
     if not own_app and isinstance(data.get("initiator"), dict):
         data["initiator"] = dict(data["initiator"], app_kcycles_per_io=stacks.application.kcycles_per_io)
-    library = {key: stacks.cost(key).model_dump() for key in stacks.targets}
+    library = {key: stacks.cost(key).model_dump() for key in stacks.cost_keys()}
     data["costs"] = library | dict(data.get("costs") or {})
     data.setdefault("digests", stacks.digests.model_dump())
     data.setdefault("tls", stacks.tls.model_dump())

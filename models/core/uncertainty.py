@@ -122,10 +122,19 @@ def touch(data: dict[str, Any], name: str, fitted: float, factor: float) -> bool
 
 def _touch_stack(data: dict[str, Any], parts: list[str], fitted: float, factor: float) -> bool:
     """The stacks' costs as a profile holds them: the initiator's application cost, and
-    each target stack's cost joined with its transport's initiator (``costs``)."""
+    each target stack's cost joined with its transport's initiator (``costs``); a CPI
+    (``paths.cpi.FAMILY``) reaches every side it prices (``StackCost.*_family``)."""
     if parts[0] == "application":
         return _scale(data["initiator"], "app_kcycles_per_io", fitted, factor)
     costs = data.get("costs", {})
+    if parts[:2] == ["paths", "cpi"]:  # every side its family prices: path × CPI scales with it
+        hits = [
+            _scale(cost, f"{side}_kcycles_per_io", cost[f"{side}_kcycles_per_io"], factor)
+            for cost in costs.values()
+            for side in ("initiator", "target")
+            if cost.get(f"{side}_family") == parts[2]
+        ]
+        return any(hits)
     if parts[0] == "initiators":
         transport, field = parts[1], f"initiator_{parts[2]}"
         hits = [_scale(c, field, fitted, factor) for k, c in costs.items() if k.split("/")[1] == transport]
