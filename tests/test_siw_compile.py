@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import lzma
+import os
 import subprocess
 import tarfile
 from pathlib import Path
@@ -170,3 +171,38 @@ def test_a_hostile_dependency_name_is_refused(tmp_path):
     source_deb(tmp_path, GOOD)
     with pytest.raises(SanlabError, match=r"depends on 'Evil;Name', which is not a package name"):
         siw_compile._packages(siw_debs.plan_siw("deb", kernel, RELEASE), print)
+
+
+def test_the_hook_runs_through_mmdebstraps_shell_with_every_value_one_word(tmp_path):
+    """As mmdebstrap runs a customize hook (sh -c HOOK exec CHROOT): a hostile scratch folder
+    (TMPDIR is the user's) reaches our script as one argument, and nothing in it runs."""
+    scratch = tmp_path / "x'$(touch PWNED)\"`touch PWNED2`; touch PWNED3 #"
+    scratch.mkdir()
+    (scratch / "hook.sh").write_text('for a in "$@"; do printf "%s\\n" "$a"; done\n')
+    command = siw_compile.hook_command(scratch, RELEASE)
+    done = subprocess.run(
+        ["sh", "-c", command, "exec", "/chroot dir"], capture_output=True, text=True, cwd=tmp_path, check=True
+    )
+    assert done.stdout.splitlines() == ["/chroot dir", RELEASE, str(scratch)]
+    assert not list(tmp_path.glob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
+
+
+def test_a_failed_build_leaves_only_its_log_and_says_where_in_one_line(tmp_path, monkeypatch):
+    """The chroot's build failing (here an mmdebstrap that only says so) removes the build's
+    folder, keeps its log as failed-KEY.log, and is one line naming both."""
+    kernel = kernel_deb(tmp_path)
+    deb(tmp_path, f"linux-headers-{RELEASE}", "amd64", {}, Depends="gcc-12")
+    source_deb(tmp_path, GOOD)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mmdebstrap").write_text("#!/bin/sh\necho 'E: the chroot failed'\nexit 25\n")
+    (bin_dir / "mmdebstrap").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    plan = siw_debs.plan_siw("deb", kernel, RELEASE)
+    with pytest.raises(SanlabError) as failed:
+        siw_compile.compiled_siw(plan, "d" * 64, "debian-12", print)
+    key = siw_compile.build_key("d" * 64, "debian-12")
+    said = str(failed.value)
+    assert "\n" not in said and "mmdebstrap exit 25" in said and "E: the chroot failed" in said
+    assert said.endswith(f"(log: {siw_compile.failed_log(key)})")
+    assert sorted(p.name for p in siw_compile.siw_dir().iterdir()) == [f"failed-{key}.log"]
