@@ -36,6 +36,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.invalid import first_problem
 
 # Deeper than any document sanlab writes (results: 4 levels; lab state: 4), far below
 # the interpreter's recursion limit.
@@ -103,29 +104,13 @@ def load_json(path: Path, what: str, limit: int = MAX_JSON_BYTES, depth: int = M
     return parse_json(read_bounded(path, limit, what), f"{what} {path}", depth)
 
 
-def _field(loc: Iterable[int | str]) -> str:
-    text = ""
-    for part in loc:
-        if part == "[key]":  # pydantic's mark for a mapping's key: the value shown is the key
-            text += " (a key)"
-        else:
-            text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
 def typed(schema: Any, data: Any, source: str, strict: bool = True) -> Any:
     """``data`` validated against ``schema`` (a pydantic model or type); the first mistake
     is one line naming ``source``, the field, the value and what is allowed."""
     try:
         return TypeAdapter(schema).validate_python(data, strict=strict)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = _field(error["loc"]) or "the document"
-        message = str(error["msg"]).removeprefix("Value error, ")
-        # A missing field's "input" is the whole mapping around it: name the gap instead.
-        shown = "missing" if error["type"] == "missing" else _short(error.get("input"))
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise SanlabError(f"{source}: {where}: {shown}: {message}{more}") from None
+        raise first_problem(exc, source, schema) from None
 
 
 def read_csv(

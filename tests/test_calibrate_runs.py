@@ -235,7 +235,7 @@ def test_a_record_without_backend_or_host_facts_is_fitted_after_a_warning_naming
         ({"mode": "emulated"}, "only measured records"),
         ({"iodepth": 1024, "numjobs": 64}, "65536 I/Os in flight"),
         ({"transport": "nvme-tcp", "fabric": "roce"}, "nvme-tcp does not run over fabric 'roce'"),
-        ({"iops": True}, "results[0].iops = True"),
+        ({"iops": True}, "results[0].iops: True"),
         ({"iodepth": 4.5}, "results[0].iodepth"),
         ({"machine": {"initiator": {"ghz": 1e308}}}, "results[0].machine.initiator.ghz"),
         ({"machine": {"target": {"cpu_model": "a\nb"}}}, "results[0].machine.target.cpu_model"),

@@ -51,6 +51,7 @@ from sanlab.models.core.profile_files import clear_cache, load_profile, profile_
 from sanlab.models.core.published import Measured
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.invalid import first_problem
 from sanlab.scenarios.reading import parse_json
 from sanlab.scenarios.registry import FABRICS, TRANSPORTS
 from sanlab.scenarios.results.outdir import OutputFolder
@@ -193,13 +194,7 @@ def _cell(record: dict[str, Any], path: Path, index: int) -> RunCell:
     try:
         return RunCell.model_validate(record)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        # A missing field's "input" is the whole record around it: name the gap instead.
-        value = "missing" if error["type"] == "missing" else repr(error.get("input"))[:40]
-        field_ = f".{where}" if where else ""
-        message = error["msg"].removeprefix("Value error, ")
-        raise SanlabError(f"{path}: results[{index}]{field_} = {value}: {message}") from None
+        raise first_problem(exc, str(path), RunCell, at=("results", index)) from None
 
 
 def _measured(cell: RunCell) -> Measured:
@@ -231,10 +226,8 @@ def starting_profile(base: str, name: str, cells: Cells) -> tuple[dict[str, Any]
     try:
         machine = Profile.model_validate(raw)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        raise SanlabError(
-            f"the machine the records describe is not one a profile can hold: {where}: {error['msg']}"
+        raise first_problem(
+            exc, "the machine the records describe is not one a profile can hold", Profile
         ) from None
     fit: dict[str, list[float]] = {}
     for row in cells.rows:

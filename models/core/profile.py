@@ -39,6 +39,7 @@ from sanlab.models.core.costs import (
 from sanlab.models.core.pcie import MPS_DEFAULT, pcie_gbps
 from sanlab.models.core.transports import ProtocolParams
 from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.invalid import in_one_line
 from sanlab.scenarios.registry import FABRICS, FabricName
 
 # An interrupt's wake-up of a sleeping thread, per I/O and side (Host.wakeup_us says why).
@@ -247,9 +248,7 @@ class Profile(Strict):
         try:
             _PROTOCOL.model_validate(value)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
-            raise ValueError(f"{where}: {error.get('input')!r}: {error['msg']}") from None
+            raise ValueError(in_one_line(exc, _PROTOCOL)) from None
         return value
 
     @field_validator("calibration")
@@ -258,11 +257,7 @@ class Profile(Strict):
         try:
             Calibration.model_validate(value)
         except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(str(p) for p in error["loc"])
-            raise ValueError(
-                f"calibration.{where}: {str(error.get('input'))[:60]!r}: {error['msg']}"
-            ) from None
+            raise ValueError(in_one_line(exc, Calibration, at=("calibration",))) from None
         return value
 
     def nic_for(self, fabric: str, link_gbps: float) -> Nic:

@@ -21,7 +21,8 @@ from sanlab.models.core.costs import Stacks
 from sanlab.models.core.params import set_param
 from sanlab.models.core.profile import Profile
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
-from sanlab.scenarios.loader import problems_from, read_yaml
+from sanlab.scenarios.invalid import problems_from
+from sanlab.scenarios.loader import read_yaml
 from sanlab.scenarios.reading import typed
 from sanlab.scenarios.schema import Scenario
 

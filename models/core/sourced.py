@@ -13,7 +13,8 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.loader import problems_from, read_yaml
+from sanlab.scenarios.invalid import problems_from
+from sanlab.scenarios.loader import read_yaml
 
 Entry = TypeVar("Entry", bound=BaseModel)
 

@@ -42,6 +42,7 @@ from sanlab.models.core.simulate import Settings
 from sanlab.models.core.uncertainty import without_parameters
 from sanlab.models.sweeps.sweep_goals import Goal, parse_goal
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
+from sanlab.scenarios.invalid import problems_from, what_is_wrong
 from sanlab.scenarios.loader import parse_scenario
 from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.schema import Projection, Workload
@@ -131,17 +132,9 @@ def load_spec(path: Path) -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise ScenarioError(
-            [Problem(source, ".".join(map(str, e["loc"])), _message(e)) for e in exc.errors()]
-        ) from None
+        raise ScenarioError(problems_from(exc, source, SweepSpec)) from None
     _check_keys(spec, source)
     return spec
-
-
-def _message(error: Any) -> str:
-    if error["type"] == "extra_forbidden":
-        return "unknown field (allowed: axes, fixed, goals, pareto, solver, seed)"
-    return str(error["msg"])
 
 
 def _check_keys(spec: SweepSpec, source: str) -> None:
@@ -191,7 +184,7 @@ def _value_problem(key: str, value: Any) -> str | None:
     try:
         TypeAdapter(checked).validate_python([value] if key in WORKLOAD_KEYS else value)
     except ValidationError as exc:
-        return str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        return what_is_wrong(exc)
     return None
 
 

@@ -26,6 +26,7 @@ from typing import Annotated, Literal
 from pydantic import Field, ValidationError, model_validator
 
 from sanlab.scenarios.errors import Problem, ScenarioError
+from sanlab.scenarios.invalid import problems_from
 from sanlab.scenarios.schema import Label, Strict
 from sanlab.scenarios.yamlfile import load_yaml
 
@@ -143,11 +144,7 @@ def load_exercises(path: Path) -> ExerciseFile:
     try:
         return ExerciseFile.model_validate(load_yaml(path))
     except ValidationError as exc:
-        problems = [
-            Problem(str(path), ".".join(str(p) for p in err["loc"]) or "(top)", err["msg"])
-            for err in exc.errors()
-        ]
-        raise ScenarioError(problems) from None
+        raise ScenarioError(problems_from(exc, str(path), ExerciseFile)) from None
 
 
 def find_exercise(name: str, labs_dir: Path = LABS_DIR) -> tuple[ExerciseFile, Exercise]:
