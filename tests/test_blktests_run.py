@@ -209,3 +209,15 @@ def test_missing_tool_packages_are_one_line_naming_the_folder(tmp_path, monkeypa
     )
     with pytest.raises(SanlabError, match=r"no tool packages are known for Debian '\.\./x'"):
         guest_debs.ready_debs("../x", print)
+
+
+def test_a_large_file_goes_in_pieces_joined_by_an_argument_vector():
+    from sanlab.targets.dryrun import DryRunHost
+
+    guest = DryRunHost("initiator")
+    session.put_large(guest, "/run/sanlab-blktests/checkout.tar", b"x" * (session.PUT_CHUNK * 2 + 1))
+    parts = [f"/run/sanlab-blktests/checkout.tar.part-000{n}" for n in range(3)]
+    assert guest.commands[:3] == [
+        f"# write {n} bytes to {part} (mode 644)" for n, part in zip((262144, 262144, 1), parts, strict=True)
+    ]
+    assert guest.commands[3].endswith("sh /run/sanlab-blktests/checkout.tar " + " ".join(parts))

@@ -208,13 +208,28 @@ def _check_command(p: BlktestsPlan, test: str) -> str:
     )
 
 
+PUT_CHUNK = 256 << 10  # the agent's socket times a send out in 1 s; a TCG guest reads a few MB/s
+
+
+def put_large(host: Host, path: str, data: bytes) -> None:
+    """``data`` as ``path`` in pieces the agent takes in time, joined in the guest (argv only)."""
+    parts = [f"{path}.part-{n:04d}" for n in range(0, max(1, -(-len(data) // PUT_CHUNK)))]
+    for n, part in enumerate(parts):
+        host.put(part, data[n * PUT_CHUNK : (n + 1) * PUT_CHUNK])
+    joined = host.run(
+        ["sh", "-c", 'out=$1; shift; cat -- "$@" > "$out" && rm -f -- "$@"', "sh", path, *parts]
+    )
+    if not joined.ok:
+        raise SanlabError(f"{host.name}: cannot join {path}: {joined.stderr.strip()[:200]}")
+
+
 def _stage(p: BlktestsPlan, initiator: Host, traddr: str, host_traddr: str) -> None:
     """The checkout, the control program and its answers, in the initiator guest."""
     initiator.run(["rm", "-rf", "--", SPOOL, GUEST_CHECKOUT, GUEST_RESULTS], timeout=60)
     initiator.run(
         ["mkdir", "-p", f"{SPOOL}/requests", f"{SPOOL}/replies", GUEST_CHECKOUT, GUEST_RESULTS], timeout=30
     )
-    initiator.put(f"{SPOOL}/checkout.tar", checkout_tar(p.checkout))
+    put_large(initiator, f"{SPOOL}/checkout.tar", checkout_tar(p.checkout))
     unpacked = initiator.run(
         ["tar", "-x", "--no-same-owner", "-C", GUEST_CHECKOUT, "-f", f"{SPOOL}/checkout.tar"], timeout=120
     )
@@ -237,7 +252,7 @@ def _bring_tools(initiator: Host, say: Say) -> str:
     except SanlabError as exc:
         say(f"warning: {exc}; check runs without them (its console table is not printed)")
         return f"not brought: {exc}"
-    initiator.put(f"{SPOOL}/tools.tar", packed)
+    put_large(initiator, f"{SPOOL}/tools.tar", packed)
     unpacked = initiator.run(
         ["tar", "-x", "--skip-old-files", "-C", "/", "-f", f"{SPOOL}/tools.tar"], timeout=60
     )
