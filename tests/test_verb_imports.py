@@ -12,10 +12,13 @@ of something heavy, anywhere on the verb's path, fails here with its name.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
+from pydantic import BaseModel
 
 # Never on the path of `sanlab model` (a point or a scenario file without VM hosts): the fitting,
 # the pictures (only `--report`'s chart.png, imported where it is drawn), sweeps on Dask, the
@@ -96,3 +99,49 @@ def test_the_check_sees_a_heavy_import_where_there_is_one():
     empty list above is what the model verb holds, not a check that cannot see."""
     found = _heavy(_modules_after("import", "run"), NOT_FOR_MODEL)
     assert {"sanlab.emulator", "sanlab.dissectors", "sanlab.targets"} <= set(found)
+
+
+# A bounded repeat of a Unicode class escape (\w{0,80}, \S{1,200}): pydantic's regex engine
+# expands the class once per repeat when the model is built, 33 ms for profile.Calibration's
+# file name at every start of `sanlab model`. The pattern says which characters, max_length how many.
+UNICODE_REPEAT = re.compile(r"(\\[wWdDsS]|\[(?:\\.|[^\]\\])*\\[wWdDsS](?:\\.|[^\]\\])*\])\{\d*,?(\d+)\}")
+LONGEST_REPEAT = 15
+
+
+def _patterns(schema: object) -> Iterator[str]:
+    if isinstance(schema, dict):
+        if isinstance(schema.get("pattern"), str):
+            yield schema["pattern"]
+        for value in schema.values():
+            yield from _patterns(value)
+    elif isinstance(schema, list | tuple):
+        for value in schema:
+            yield from _patterns(value)
+
+
+def _slow_repeats(pattern: str) -> list[str]:
+    return [m.group(0) for m in UNICODE_REPEAT.finditer(pattern) if int(m.group(2)) > LONGEST_REPEAT]
+
+
+def test_no_model_on_the_model_verbs_path_repeats_a_unicode_class_with_a_bound():
+    import sanlab.commands_model  # noqa: F401  (every model the verb builds)
+
+    def subclasses(cls: type) -> Iterator[type]:
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    found = {}
+    for model in set(subclasses(BaseModel)):
+        if model.__module__.startswith("sanlab.") and model.__pydantic_complete__:
+            slow = [r for p in _patterns(model.__pydantic_core_schema__) for r in _slow_repeats(p)]
+            if slow:
+                found[f"{model.__module__}.{model.__qualname__}"] = slow
+    assert found == {}, f"bound the length with max_length and repeat with * or +: {found}"
+
+
+def test_the_pattern_check_finds_the_repeat_that_cost_33_ms():
+    assert _slow_repeats(r"^[A-Za-z0-9][\w.-]{0,80}\.csv$") == [r"[\w.-]{0,80}"]
+    assert _slow_repeats(r"^\S{1,200}$") == [r"\S{1,200}"]
+    assert _slow_repeats(r"^\d{1,3}(\.\d{1,3}){3}$") == []  # a short repeat costs nothing
+    assert _slow_repeats(r"^[A-Za-z0-9][\w.-]*\.csv$") == []

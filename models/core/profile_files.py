@@ -69,7 +69,9 @@ class _FitFile(BaseModel):
     typed, so that a fit that is a list, holds lists or has a number for a key is one line."""
 
     model_config = ConfigDict(extra="allow", allow_inf_nan=False)
-    parameters: dict[Annotated[str, Field(pattern=r"^\S{1,200}$")], float] = Field(default_factory=dict)
+    parameters: dict[Annotated[str, Field(max_length=200, pattern=r"^\S+$")], float] = Field(
+        default_factory=dict
+    )
 
 
 def apply_fit(data: Any, profile: Path) -> Any:
