@@ -77,7 +77,7 @@ def ready_scenario_image(scenario: Scenario, progress: Say) -> Image:
 def require_scenario_image(scenario: Scenario, progress: Say = lambda line: None) -> Image:
     """The scenario's image: its guest's, which must have been built (``sanlab images build``),
     or that one with the kernel the scenario brings, derived from it now if it is not yet (in
-    seconds, after the kernel's check)."""
+    seconds, after the kernel's check; minutes the first time siw is compiled for the kernel)."""
     base_guest = guest_of(scenario.guest)
     base = require_image(base_guest)
     if scenario.kernel is None:
