@@ -193,6 +193,10 @@ def _fetched(package: str, version: str, arch: str, plan: SiwPlan, progress: Say
         raise SanlabError(f"{into}: is a link; sanlab downloads only into its own folder")
     if shutil.which("apt-get") is None:
         raise SanlabError(f"no .deb of {package} (= {version}) beside {plan.kernel} or in {into}")
+    for each in (arch, "all"):  # apt-get would write through a link planted in its place
+        planted = into / siw_debs.deb_file_name(package, version, each)
+        if planted.is_symlink() or (planted.exists() and not planted.is_file()):
+            raise SanlabError(f"{planted}: is in the way of apt-get download and not a .deb; move it away")
     progress(f"apt-get download {package}={version} (into {into})")
     done = subprocess.run(
         ["apt-get", "download", f"{package}={version}"],

@@ -206,3 +206,15 @@ def test_a_failed_build_leaves_only_its_log_and_says_where_in_one_line(tmp_path,
     assert "\n" not in said and "mmdebstrap exit 25" in said and "E: the chroot failed" in said
     assert said.endswith(f"(log: {siw_compile.failed_log(key)})")
     assert sorted(p.name for p in siw_compile.siw_dir().iterdir()) == [f"failed-{key}.log"]
+
+
+def test_apt_get_never_downloads_through_a_link_planted_in_the_cache(tmp_path):
+    kernel = kernel_deb(tmp_path / "dl")
+    headers = f"linux-headers-{RELEASE}"
+    siw_debs.debs_dir().mkdir(parents=True)
+    planted = siw_debs.debs_dir() / siw_debs.deb_file_name(headers, VERSION, "amd64")
+    planted.symlink_to(tmp_path / "elsewhere")
+    plan = siw_debs.SiwPlan(kernel, RELEASE, VERSION, "amd64", "linux-source-6.99", ())
+    with pytest.raises(SanlabError, match=r"is in the way of apt-get download and not a \.deb"):
+        siw_compile._fetched(headers, VERSION, "amd64", plan, print)
+    assert not (tmp_path / "elsewhere").exists()
