@@ -17,11 +17,15 @@ from sanlab.models.core.simulate import Settings, simulate
 
 def test_the_clock_runs_ties_in_the_order_they_were_scheduled_and_stops_after_them():
     clock, seen = Clock(), []
-    clock.at(1.0, seen.append, "b")
-    clock.at(0.5, seen.append, "a")
+
+    def note(event):  # a callback is given SimPy's event, whose value is what was scheduled
+        seen.append(event.value)
+
+    clock.at(1.0, note, "b")
+    clock.at(0.5, note, "a")
     clock.at(1.0, lambda _: clock.stop(), None)
-    clock.at(1.0, seen.append, "c")  # due at the stop's time but scheduled before it: runs
-    clock.at(2.0, seen.append, "never")
+    clock.at(1.0, note, "c")  # due at the stop's time but scheduled before it: runs
+    clock.at(2.0, note, "never")
     clock.run()
     assert seen == ["a", "b", "c"] and clock.now == 1.0
 
