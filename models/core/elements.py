@@ -85,6 +85,7 @@ class Server:
 
     def __init__(self, clock: Clock, name: str, servers: int, demand: float, jitter: Iterator[float]):
         self.clock, self.name, self.demand, self.jitter = clock, name, demand, jitter
+        self._timeout = clock.env.timeout  # Clock.at, one Python call less a visit
         self.free = servers
         self.queue: deque[Any] = deque()
         self.busy_time = 0.0
@@ -100,7 +101,7 @@ class Server:
     def _start(self, io: Any) -> None:
         service = self.demand * next(self.jitter)
         self.busy_time += service
-        self.clock.at(service, self._done, io)
+        self._timeout(service, io).callbacks.append(self._done)
 
     def _done(self, event: simpy.Event) -> None:
         io = event.value
@@ -116,11 +117,12 @@ class Delay:
 
     def __init__(self, clock: Clock, name: str, demand: float, jitter: Iterator[float]):
         self.clock, self.name, self.demand, self.jitter = clock, name, demand, jitter
+        self._timeout = clock.env.timeout  # Clock.at, one Python call less a visit
         self.busy_time = 0.0
         self.out: Sink = _unwired
 
     def put(self, io: Any) -> None:
-        self.clock.at(self.demand * next(self.jitter), self._leave, io)
+        self._timeout(self.demand * next(self.jitter), io).callbacks.append(self._leave)
 
     def _leave(self, event: simpy.Event) -> None:
         self.out(event.value)
