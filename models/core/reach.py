@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sanlab.models.core.network import Point
-from sanlab.models.core.profile_files import STACKS_FILE, fit_path
+from sanlab.models.core.profile_files import STACKS_FILE, fit_path, read_fit
 from sanlab.models.core.published import Measured
-from sanlab.scenarios.loader import read_yaml
 
 GB = 1e9
 MIB = 2**20
@@ -93,7 +92,7 @@ def load() -> dict[str, Reach]:
     """The committed joint fit's reach (read once; ``clear`` after a new fit is written)."""
     if "" not in _LOADED:
         path = fit_path(STACKS_FILE)
-        _LOADED[""] = from_fit(read_yaml(path) if path.is_file() else None)
+        _LOADED[""] = from_fit(read_fit(path) if path.is_file() else None)
     return _LOADED[""]
 
 

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sanlab.models.core.profile_files import STACKS_FILE, fit_path
-from sanlab.scenarios.loader import read_yaml
+from sanlab.models.core.profile_files import STACKS_FILE, fit_path, read_fit
 
 LINK, PCIE, NIC, CPU, DEVICE, LATENCY = "link", "pcie", "nic-message", "cpu", "device", "latency"
 KINDS = (LINK, PCIE, NIC, CPU, DEVICE, LATENCY)
@@ -79,7 +78,7 @@ def fitted_regimes() -> dict[str, int] | None:
     """The regimes of the committed joint fit's network rows, with their counts (None: a fit
     written before regimes were recorded, which then pins nothing it cannot name)."""
     if "" not in _FITTED:
-        stacks: Any = read_yaml(fit_path(STACKS_FILE)) or {}
+        stacks: Any = read_fit(fit_path(STACKS_FILE)) or {}
         regimes = stacks.get("regimes") if isinstance(stacks, dict) else None
         _FITTED[""] = {str(k): int(v) for k, v in regimes.items()} if isinstance(regimes, dict) else None
     return _FITTED[""]

@@ -38,8 +38,7 @@ from sanlab.models.core import mva
 from sanlab.models.core.network import Point, build
 from sanlab.models.core.priors import load_priors
 from sanlab.models.core.profile import Profile
-from sanlab.models.core.profile_files import STACKS, STACKS_FILE, fit_path, profile_path
-from sanlab.scenarios.loader import read_yaml
+from sanlab.models.core.profile_files import STACKS, STACKS_FILE, fit_path, profile_path, read_fit
 
 Z95 = 1.96  # a normal's 95 % two-sided quantile: every interval sanlab prints
 STEP = 0.05  # log step of the finite differences (5 %)
@@ -79,14 +78,14 @@ def clear_posterior() -> None:
 
 
 def _read_posterior() -> Posterior | None:
-    stacks = read_yaml(fit_path(STACKS_FILE)) or {}
+    stacks = read_fit(fit_path(STACKS_FILE)) or {}
     posterior = stacks.get("posterior")
     if not posterior:
         return None
     names = list(posterior["names"])
     values = {f"{STACKS}.{k}": float(v) for k, v in stacks["parameters"].items()}
     for study in {n.split(".", 1)[0] for n in names} - {STACKS}:
-        fitted = read_yaml(fit_path(profile_path(study))) or {}
+        fitted = read_fit(fit_path(profile_path(study))) or {}
         values |= {f"{study}.{k}": float(v) for k, v in fitted.get("parameters", {}).items()}
     rows = [[math.nan if v is None else float(v) for v in row] for row in posterior["log_covariance"]]
     error = stacks.get("model_error") or {}
