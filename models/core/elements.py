@@ -25,8 +25,9 @@ Callback = Callable[[simpy.Event], None]
 
 
 class Clock:
-    """SimPy's Environment, seen through the one thing the model asks of it: call ``call(arg)``
-    ``delay`` from now (``at``), until ``stop``.  ``now`` is the simulated time in us."""
+    """SimPy's Environment, seen through the one thing the model asks of it: call ``call(event)``
+    ``delay`` from now (``at``; the elements make the same timeout inline), until ``stop``.
+    ``now`` is the simulated time in us."""
 
     def __init__(self) -> None:
         self.env = simpy.Environment()
