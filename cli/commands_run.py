@@ -349,9 +349,10 @@ def _table(records: list[ResultRecord], out: Path, captured: bool) -> list[str]:
     """One line per point; its outcome word is known_bad.outcome's where it is not a plain verdict."""
     shared = any(r.initiators for r in records)  # incast: a column says whose record it is
     who = f"{'initiator':<10} " if shared else ""
+    wide = len(known_bad.KNOWN_BAD) if any(r.known_bad for r in records) else 6  # the column fits the word
     lines = [
         f"{who}{'transport':<10} {'stack':<6} {'fabric':<6} {'rdma':<4} {'rw':<9} {'bs':>4} "
-        f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<6} {'checked':>8}"
+        f"{'qd':>3} {'IOPS*':>8} {'lat us':>8} {'verify':<{wide}} {'checked':>8}"
     ]
     for r in records:
         checked = format_size(r.verified_bytes) if r.verified_bytes else "-"
@@ -360,7 +361,7 @@ def _table(records: list[ResultRecord], out: Path, captured: bool) -> list[str]:
         lines.append(
             f"{who}{r.transport:<10} {r.target_stack:<6} {r.fabric:<6} {r.rdma_driver or '-':<4} "
             f"{r.rw:<9} {format_size(r.bs):>4} {r.iodepth:>3} {r.iops or 0:>8.0f} "
-            f"{r.lat_mean_us or 0:>8.0f} {verify:<6} {checked:>8}" + _error_note(r)
+            f"{r.lat_mean_us or 0:>8.0f} {verify:<{wide}} {checked:>8}" + _error_note(r)
         )
     if any(r.mode == "emulated" for r in records):
         lines.append("* emulated under software virtualisation: protocol behaviour, not hardware speed")

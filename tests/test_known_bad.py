@@ -188,3 +188,17 @@ def test_a_bad_known_bug_or_pull_is_one_line_naming_the_field(bug, fault, said):
     with pytest.raises(ScenarioError) as caught:
         parse_scenario(_with(bug, fault), "x.yaml")
     assert [p.path for p in caught.value.problems] == [said], caught.value.problems
+
+
+def test_sanlab_runs_table_says_known_bad_and_its_exit_status_is_three(tmp_path, capsys):
+    from sanlab import commands_run
+
+    judged = known_bad.judged([_record(verify="fail", error=STALL)], BUG, "6.1.0-50-amd64")
+    said = known_bad.summary(judged, BUG, "6.1.0-50-amd64")
+    assert commands_run._report(judged, tmp_path, as_json=False, captured=False, said=said) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[-2:] == ["verify", "checked"]
+    assert " known-bad " in out[1] and "KNOWN-BAD: rxe-qp1-deaf on 6.1.0-50-amd64" in out[1]
+    assert out[1].index("known-bad") == out[0].index("verify")  # in its column, the column wide enough
+    assert out[-3:] == said
+    assert commands_run._report([_record(verify="pass")], tmp_path, as_json=False, captured=False) == 0
