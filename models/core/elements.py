@@ -11,6 +11,7 @@ and ties in the order they were scheduled.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -51,34 +52,35 @@ class Clock:
         self.env.run(until=self._until)
 
 
-class Jitter(Iterator[float]):
-    """An endless, reproducible supply of service-time multipliers (mean 1): ``next(draws)``.
+class Jitter:
+    """One element's service-time multipliers (mean 1), reproducibly, a block at a time.
 
     Real CPUs and devices do not take exactly the same time twice: caches,
     interrupts and flash housekeeping spread service times.  A gamma law
     with coefficient of variation ``cv`` stands for that spread; each element
     draws from its own stream so one element's draws never shift another's.
-    Draws come in blocks, each handed out last first.  An iterator object,
-    not a generator: a generator left suspended is closed whenever the
-    garbage collector meets it, inside whatever code runs then.
+    Draws come in blocks, each handed out last first.
     """
 
     def __init__(self, rng: np.random.Generator, cv: float, block: int = 4096):
         self._rng, self._block = rng, block
-        self._shape = 1.0 / (cv * cv) if cv > 0 else None
-        self._values: list[float] = []
+        self._shape = 1.0 / (cv * cv) if cv > 0 else 0.0
 
-    def __next__(self) -> float:
-        if self._shape is None:
-            return 1.0
-        if not self._values:
-            self._values = self._rng.gamma(self._shape, 1.0 / self._shape, self._block).tolist()
-        return self._values.pop()
+    def block(self) -> list[float]:
+        """The next block of draws, in the order they are handed out."""
+        values: list[float] = self._rng.gamma(self._shape, 1.0 / self._shape, self._block).tolist()
+        values.reverse()
+        return values
 
 
-def jitter(rng: np.random.Generator, cv: float, block: int = 4096) -> Jitter:
-    """The draws of one element (``Jitter``)."""
-    return Jitter(rng, cv, block)
+def jitter(rng: np.random.Generator, cv: float, block: int = 4096) -> Iterator[float]:
+    """The draws of one element (``Jitter``), as an iterator of C's: a deep point takes 434,000
+    of them, and a Python ``__next__`` for each was 4 % of its instructions.  Not a generator: a
+    generator left suspended is closed whenever the garbage collector meets it, inside whatever
+    code runs then."""
+    if cv <= 0:
+        return itertools.repeat(1.0)
+    return itertools.chain.from_iterable(iter(Jitter(rng, cv, block).block, None))
 
 
 class Server:
