@@ -274,9 +274,7 @@ def _portals(wiring: Wiring, target_iqn: str, port: int) -> Exported:
     return {"iqn": target_iqn, "portal": portals[0], "portals": " ".join(portals)}
 
 
-def _iscsi_login(
-    steps: ExitStack, target: Target, wiring: Wiring, made: Exported, say: Say, discover: bool = True
-) -> list[str]:
+def _iscsi_login(steps: ExitStack, target: Target, wiring: Wiring, made: Exported, say: Say) -> list[str]:
     """Log in through the export's portal; through each, under dm-multipath, if it has several."""
     i = wiring.initiator_host
     session = iscsi_initiator.Session(
@@ -286,7 +284,6 @@ def _iscsi_login(
         target.header_digest,
         target.data_digest,
         _chap(target),
-        discover,
     )
     iscsi_initiator.prepare(i, session.initiator_iqn)
     portals = made.get("portals", made["portal"]).split()
@@ -299,8 +296,7 @@ def _iscsi_login(
 def tgt_connect(
     steps: ExitStack, target: Target, name: str, wiring: Wiring, made: Exported, say: Say
 ) -> list[str]:
-    iser = target.transport in RDMA_TRANSPORTS  # discovery over iSER lists nothing
-    return _iscsi_login(steps, target, wiring, made, say, discover=not iser)
+    return _iscsi_login(steps, target, wiring, made, say)  # iSER: a node record by hand (find_script)
 
 
 def lio_export(steps: ExitStack, target: Target, name: str, wiring: Wiring, say: Say) -> Exported:
