@@ -41,11 +41,13 @@ SUBSYSNQN = "blktests-subsystem-1"
 SUBSYS_UUID = "91fdba0d-f87b-4c25-b80f-db7be1418b9e"
 
 # What the initiator runs to wait up to SECONDS for a request or for the end of blktests' check:
-# fixed text, the spool's path its only word from sanlab.  It prints "request NAME" and the
-# request's first bytes, "done RC", or "idle".
+# fixed text, the spool's path its only word from sanlab.  POSIX sh: the agent's shell is dash,
+# which has no $SECONDS (a loop on it ended at once and never saw check end).  It prints
+# "request NAME" and the request's first bytes, "done RC", or "idle".
 _WAIT = """cd {requests} || exit 3
-end=$((SECONDS+{seconds}))
-while [ "$SECONDS" -lt "$end" ]; do
+i=0
+while [ "$i" -lt {polls} ]; do
+  i=$((i+1))
   for f in [0-9]*.json; do
     [ -f "$f" ] || continue
     echo "request $f"; head -c {limit} -- "$f"; exit 0
@@ -57,9 +59,9 @@ echo idle
 """
 
 
-def wait_script(seconds: int = 5) -> str:
+def wait_script(seconds: int = 5, spool: str = SPOOL) -> str:
     return _WAIT.format(
-        requests=shlex.quote(f"{SPOOL}/requests"), seconds=int(seconds), limit=MAX_REQUEST_BYTES
+        requests=shlex.quote(f"{spool}/requests"), polls=int(seconds) * 10, limit=MAX_REQUEST_BYTES
     )
 
 

@@ -183,3 +183,24 @@ def test_the_wait_script_holds_no_value_of_a_request():
     script = wait_script(5)
     assert "$f" in script and "request" in script and "/run/sanlab-blktests/requests" in script
     assert "eval" not in script and "$(cat" not in script  # a request is printed, never run
+
+
+@pytest.mark.subprocess
+def test_the_wait_script_sees_a_request_and_the_end_of_check_under_dash(tmp_path):
+    """The agent's shell is /bin/sh (dash on Debian): a loop on bash's $SECONDS ended at once
+    there and never saw check end, so every test waited out its timeout in the first guest run."""
+    import subprocess
+
+    (tmp_path / "requests").mkdir()
+    script = wait_script(1, str(tmp_path))
+
+    def wait() -> str:
+        return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=30).stdout
+
+    started = time.monotonic()
+    assert wait() == "idle\n" and 0.9 < time.monotonic() - started < 10
+    (tmp_path / "requests" / ("1" * 20 + ".json")).write_text('{"seq": 1}')
+    assert wait() == "request " + "1" * 20 + '.json\n{"seq": 1}'
+    (tmp_path / "requests" / ("1" * 20 + ".json")).unlink()
+    (tmp_path / "check.rc").write_text("124\n")
+    assert wait() == "done 124\n"
