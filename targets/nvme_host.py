@@ -114,18 +114,29 @@ def _connect_path(host: Host, nqn: str, trtype: str, script: str, say: Callable[
             say(f"nvme connect to {nqn} failed, trying again: {str(exc).splitlines()[0]}")
 
 
-def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
-    # With native multipath the block device belongs to the subsystem
-    # (nvme-subsys0/nvme0n1) and the controller shows a hidden path (nvme0c0n1);
-    # without it, the controller holds nvme0n1 itself.
-    script = (
-        "for c in /sys/class/nvme-subsystem/* /sys/class/nvme/*; do "
-        f'[ "$(cat $c/subsysnqn 2>/dev/null)" = {shlex.quote(nqn)} ] || continue; '
-        "for n in $c/nvme*n*; do b=$(basename $n); "
-        "case $b in *c*) continue;; esac; [ -b /dev/$b ] && echo /dev/$b; done; "
+def namespaces_script(nqn: str, sysfs: str = "/sys", dev: str = "/dev") -> str:
+    """Print the block devices of ``nqn``'s namespaces, as far as the kernel has made them.
+
+    With native multipath the block device belongs to the subsystem
+    (nvme-subsys0/nvme0n1) and the controller shows a hidden path (nvme0c0n1);
+    without it, the controller holds nvme0n1 itself.  Before the namespace scan
+    has run, ``$c/nvme*n*`` matches nothing and sh keeps the pattern as it is:
+    so each entry must exist and every expansion is quoted.  Unquoted, the
+    pattern was globbed again under /dev, and the only other NVMe namespace
+    there (another target's) was handed over as this one's.  ``sysfs`` and
+    ``dev`` are roots for tests."""
+    sys_, dev_ = shlex.quote(sysfs), shlex.quote(dev)
+    return (
+        f"for c in {sys_}/class/nvme-subsystem/* {sys_}/class/nvme/*; do "
+        f'[ "$(cat "$c/subsysnqn" 2>/dev/null)" = {shlex.quote(nqn)} ] || continue; '
+        'for n in "$c"/nvme*n*; do [ -e "$n" ] || continue; b=${n##*/}; '
+        f'case $b in *c*) continue;; esac; [ -e {dev_}/"$b" ] && echo {dev_}/"$b"; done; '
         "done"
     )
-    return wait_for_devices(host, script, f"connected to {nqn}", timeout)
+
+
+def namespaces(host: Host, nqn: str, timeout: float = 30.0) -> list[str]:
+    return wait_for_devices(host, namespaces_script(nqn), f"connected to {nqn}", timeout)
 
 
 def disconnect(host: Host, nqn: str) -> None:
