@@ -221,3 +221,17 @@ def test_a_large_file_goes_in_pieces_joined_by_an_argument_vector():
         f"# write {n} bytes to {part} (mode 644)" for n, part in zip((262144, 262144, 1), parts, strict=True)
     ]
     assert guest.commands[3].endswith("sh /run/sanlab-blktests/checkout.tar " + " ".join(parts))
+
+
+def test_the_srp_group_asks_for_its_built_helper_first(tmp_path):
+    checkout = _checkout(tmp_path)
+    with pytest.raises(SanlabError) as caught:
+        session.plan("rxe", "srp", checkout, (), 300)
+    assert str(caught.value) == (
+        f"--blktests {checkout}: src/discontiguous-io is not built, and the srp group needs it "
+        f"(the guests have no compiler): run 'make -C {checkout}/src' first"
+    )
+    (checkout / "src").mkdir()
+    (checkout / "src" / "discontiguous-io").write_bytes(b"\x7fELF")
+    (checkout / "tests" / "srp" / "001").write_text("#!/bin/bash\n")
+    assert session.plan("rxe", "srp", checkout, (), 300).tests == ("srp/001",)

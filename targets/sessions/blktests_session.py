@@ -58,6 +58,9 @@ CHECKOUT_BYTES = 64 << 20  # blktests is about 2 MB; a checkout with build outpu
 RESULTS_BYTES = 256 << 20  # what check writes: a few hundred short files, some logs
 NAMESPACE_BYTES = 64 << 20  # NVME_IMG_SIZE: nvme/010 writes and verifies all of it under TCG
 DEFAULT_TIMEOUT_S = 600
+# The srp group's own helper program (tests/srp/rc: _have_src_program discontiguous-io), built
+# by blktests' make; without it the whole group is 'not run'.
+SRP_PROGRAM = "src/discontiguous-io"
 _TEST = re.compile(r"[a-z]+/[0-9]{3}")
 _PART = re.compile(r"[A-Za-z0-9_.,=+-]{1,128}")  # a results path component blktests writes
 
@@ -85,6 +88,11 @@ def plan(wire: str, group: str, checkout: Path, tests: tuple[str, ...], timeout_
             f"got {wire}"
         )
     check_checkout(checkout)
+    if group == "srp" and not (checkout / SRP_PROGRAM).is_file():
+        raise SanlabError(
+            f"--blktests {checkout}: {SRP_PROGRAM} is not built, and the srp group needs it "
+            f"(the guests have no compiler): run 'make -C {checkout / 'src'}' first"
+        )
     found = sorted(
         f"{group}/{p.name}"
         for p in (checkout / "tests" / group).iterdir()
