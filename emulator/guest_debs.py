@@ -45,23 +45,22 @@ def _host_release() -> str:
     return found.group(1) if found else ""
 
 
-def _found(release: str) -> dict[str, Path]:
+def _found(release: str, packages: tuple[str, ...]) -> dict[str, Path]:
     folder = debs_dir(release)
     debs = sorted(folder.glob("*.deb")) if folder.is_dir() else []
-    return {
-        p: d for p in PACKAGES[release] for d in debs if d.name.startswith(f"{p}_") and not d.is_symlink()
-    }
+    return {p: d for p in packages for d in debs if d.name.startswith(f"{p}_") and not d.is_symlink()}
 
 
-def ready_debs(release: str, say: Say) -> list[Path]:
-    """The release's .debs, downloaded first when missing and this machine runs that release;
-    otherwise one line naming the packages and the folder to put them in."""
+def ready_debs(release: str, say: Say, packages: tuple[str, ...] = ()) -> list[Path]:
+    """The release's .debs (its tools, or ``packages``), downloaded first when missing and this
+    machine runs that release; otherwise one line naming the packages and the folder for them."""
     if release not in PACKAGES:
         raise SanlabError(
             f"no tool packages are known for Debian {release[:20]!r} (known: {', '.join(PACKAGES)})"
         )
-    found = _found(release)
-    missing = [p for p in PACKAGES[release] if p not in found]
+    packages = packages or PACKAGES[release]
+    found = _found(release, packages)
+    missing = [p for p in packages if p not in found]
     if missing and _host_release() == release:
         folder = debs_dir(release)
         folder.mkdir(parents=True, exist_ok=True)
@@ -79,14 +78,14 @@ def ready_debs(release: str, say: Say) -> list[Path]:
         if done.returncode != 0:
             said = (done.stderr.strip().splitlines() or ["no message"])[-1]
             raise SanlabError(f"apt-get download {' '.join(missing)} failed: {said}")
-        found = _found(release)
-        missing = [p for p in PACKAGES[release] if p not in found]
+        found = _found(release, packages)
+        missing = [p for p in packages if p not in found]
     if missing:
         raise SanlabError(
             f"the {release} guest needs {', '.join(missing)}: put their .debs in {debs_dir(release)} "
             f"(apt-get download {' '.join(missing)}, on a Debian {release} machine)"
         )
-    return [found[p] for p in PACKAGES[release]]
+    return [found[p] for p in packages]
 
 
 def tools_tar(debs: list[Path]) -> bytes:
@@ -111,3 +110,20 @@ def tools_tar(debs: list[Path]) -> bytes:
                         member.uid = member.gid = 0
                         out.addfile(member, data)
     return buffer.getvalue()
+
+
+_KERNEL = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-amd64")  # a Debian kernel's uname -r
+
+
+def kernel_config(release: str, version: str, say: Say) -> bytes:
+    """The build configuration of Debian's kernel ``version`` (``/boot/config-VERSION``, which
+    the guest image leaves out and blktests reads to skip tests whose options are not built),
+    from its linux-image .deb."""
+    if not _KERNEL.fullmatch(version):
+        raise SanlabError(f"kernel {version[:40]!r} is not a Debian kernel release (like 6.1.0-50-amd64)")
+    (deb,) = ready_debs(release, say, (f"linux-image-{version}",))
+    with kernels.deb_members(kernels.KernelSource(str(deb), deb, "deb")) as members:
+        for member, data in members:
+            if member.name == f"boot/config-{version}" and data is not None:
+                return data.read(kernels.CONFIG_BYTES)
+    raise SanlabError(f"{deb}: holds no boot/config-{version}")

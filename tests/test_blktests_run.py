@@ -235,3 +235,15 @@ def test_the_srp_group_asks_for_its_built_helper_first(tmp_path):
     (checkout / "src" / "discontiguous-io").write_bytes(b"\x7fELF")
     (checkout / "tests" / "srp" / "001").write_text("#!/bin/bash\n")
     assert session.plan("rxe", "srp", checkout, (), 300).tests == ("srp/001",)
+
+
+def test_a_kernel_release_is_checked_before_a_package_is_named_after_it(tmp_path, monkeypatch):
+    from sanlab.emulator import guest_debs
+
+    monkeypatch.setenv("SANLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(guest_debs, "_host_release", lambda: "trixie")
+    for bad in ("6.1.0-50-amd64 x", "../../6.1.0-50-amd64", "6.1.0-50-amd64;reboot"):
+        with pytest.raises(SanlabError, match="is not a Debian kernel release"):
+            guest_debs.kernel_config("bookworm", bad, print)
+    with pytest.raises(SanlabError, match=r"needs linux-image-6\.1\.0-50-amd64: put their \.debs in"):
+        guest_debs.kernel_config("bookworm", "6.1.0-50-amd64", print)

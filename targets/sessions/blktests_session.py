@@ -250,7 +250,20 @@ def _stage(p: BlktestsPlan, initiator: Host, traddr: str, host_traddr: str) -> N
     initiator.put(f"{SPOOL}/config.json", json.dumps(document).encode())
 
 
-def _bring_tools(initiator: Host, say: Say) -> str:
+def _bring_config(initiator: Host, release: str, kernel: str, say: Say) -> str:
+    """The kernel's build configuration at /boot/config-KERNEL, where blktests reads which
+    options are built (the srp group and nvme's auth tests skip without it); never over a file."""
+    try:
+        config = guest_debs.kernel_config(release, kernel, say)
+    except SanlabError as exc:
+        say(f"warning: {exc}; tests that read the kernel's configuration will say 'not run'")
+        return f"kernel config not brought: {exc}"
+    put_large(initiator, f"{SPOOL}/kernel.config", config)
+    initiator.run(["cp", "-n", "--", f"{SPOOL}/kernel.config", f"/boot/config-{kernel}"], timeout=30)
+    return f"/boot/config-{kernel} from linux-image-{kernel}"
+
+
+def _bring_tools(initiator: Host, say: Say, kernel: str = "") -> str:
     """gawk and column, which check wants and the image lacks (emulator/guest_debs.py), unpacked
     in the guest without replacing any file of its own; what was done, for the summary."""
     line = initiator.run(["grep", "-m1", "^VERSION_CODENAME=", "/etc/os-release"], timeout=30).stdout
@@ -267,7 +280,8 @@ def _bring_tools(initiator: Host, say: Say) -> str:
     if not unpacked.ok:
         raise SanlabError(f"initiator: cannot unpack gawk and column: {unpacked.stderr.strip()[:200]}")
     initiator.run(["ldconfig"], timeout=60)
-    return f"gawk and column from Debian {release}'s packages ({', '.join(guest_debs.PACKAGES[release])})"
+    brought = f"gawk and column from Debian {release}'s packages ({', '.join(guest_debs.PACKAGES[release])})"
+    return brought + ("; " + _bring_config(initiator, release, kernel, say) if kernel else "")
 
 
 def _serve(
@@ -350,7 +364,7 @@ def run(
         traddr, host_traddr = ends[("fabric", "target")], ends[("fabric", "initiator")]
         kernel = lab.vms["initiator"].run(["uname", "-r"], timeout=30).stdout.strip()
         _stage(p, lab.vms["initiator"], traddr, host_traddr)
-        tools = _bring_tools(lab.vms["initiator"], say)
+        tools = _bring_tools(lab.vms["initiator"], say, kernel)
         _, _, transport = WIRES[p.wire]
         relay = (
             blktests_relay.Relay(lab.vms["target"], transport, traddr, NAMESPACE_BYTES)
