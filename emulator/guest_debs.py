@@ -1,7 +1,8 @@
 """Tools a run needs in a guest that the image does not carry, brought as Debian's own .debs.
 
 blktests' ``check`` wants GNU awk (``gawk``) and util-linux's ``column`` (Debian's
-``bsdextrautils``), which the guest image (vm-images/recipe.yaml) does not hold.  Adding them
+``bsdextrautils``), and its srp group ``killall`` (``psmisc``), which the guest image
+(vm-images/recipe.yaml) does not hold.  Adding them
 to the recipe would change the image's key, and with it every guest's image and snapshot, so a
 run that needs them brings them instead: Debian's packages for the guest's release, fetched
 once with ``apt-get download`` into sanlab's cache (``~/.cache/sanlab/debs/RELEASE``) when this
@@ -24,8 +25,10 @@ from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
 
 # Per release: the packages, and the programs of theirs a blktests run uses.
-PACKAGES = {"bookworm": ("gawk", "libsigsegv2", "libmpfr6", "bsdextrautils")}
-PROGRAMS = ("usr/bin/gawk", "usr/bin/column")
+PACKAGES = {"bookworm": ("gawk", "libsigsegv2", "libmpfr6", "bsdextrautils", "psmisc")}
+# killall: blktests' srp teardown stops multipathd with it; without it the next srp test finds
+# multipathd running and the group says 'not run'.
+PROGRAMS = ("usr/bin/gawk", "usr/bin/column", "usr/bin/killall")
 LIBRARIES = "usr/lib/x86_64-linux-gnu/"
 _LIBRARY = re.compile(r"lib[A-Za-z0-9_+-]+\.so(\.[0-9]+)*")
 DOWNLOAD_TIMEOUT_S = 300.0

@@ -203,8 +203,8 @@ def test_missing_tool_packages_are_one_line_naming_the_folder(tmp_path, monkeypa
     with pytest.raises(SanlabError) as caught:
         guest_debs.ready_debs("bookworm", print)
     assert str(caught.value) == (
-        f"the bookworm guest needs gawk, libsigsegv2, libmpfr6, bsdextrautils: put their .debs in "
-        f"{tmp_path}/debs/bookworm (apt-get download gawk libsigsegv2 libmpfr6 bsdextrautils, "
+        f"the bookworm guest needs gawk, libsigsegv2, libmpfr6, bsdextrautils, psmisc: put their .debs in "
+        f"{tmp_path}/debs/bookworm (apt-get download gawk libsigsegv2 libmpfr6 bsdextrautils psmisc, "
         "on a Debian bookworm machine)"
     )
     with pytest.raises(SanlabError, match=r"no tool packages are known for Debian '\.\./x'"):

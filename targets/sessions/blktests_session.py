@@ -278,9 +278,10 @@ def _bring_tools(initiator: Host, say: Say, kernel: str = "") -> str:
         ["tar", "-x", "--skip-old-files", "-C", "/", "-f", f"{SPOOL}/tools.tar"], timeout=60
     )
     if not unpacked.ok:
-        raise SanlabError(f"initiator: cannot unpack gawk and column: {unpacked.stderr.strip()[:200]}")
+        raise SanlabError(f"initiator: cannot unpack the tools: {unpacked.stderr.strip()[:200]}")
     initiator.run(["ldconfig"], timeout=60)
-    brought = f"gawk and column from Debian {release}'s packages ({', '.join(guest_debs.PACKAGES[release])})"
+    packages = ", ".join(guest_debs.PACKAGES[release])
+    brought = f"gawk, column and killall from Debian {release}'s packages ({packages})"
     return brought + ("; " + _bring_config(initiator, release, kernel, say) if kernel else "")
 
 
