@@ -247,3 +247,13 @@ def test_a_kernel_release_is_checked_before_a_package_is_named_after_it(tmp_path
             guest_debs.kernel_config("bookworm", bad, print)
     with pytest.raises(SanlabError, match=r"needs linux-image-6\.1\.0-50-amd64: put their \.debs in"):
         guest_debs.kernel_config("bookworm", "6.1.0-50-amd64", print)
+
+
+def test_a_reply_appears_whole_under_its_name():
+    from sanlab.targets.dryrun import DryRunHost
+
+    guest = DryRunHost("initiator")
+    session._reply(guest, "/run/sanlab-blktests/replies/" + "1" * 20 + ".json", 0, "")
+    temporary = "/run/sanlab-blktests/replies/." + "1" * 20 + ".json.tmp"
+    assert guest.commands[0].endswith(f"to {temporary} (mode 644)")
+    assert guest.commands[1] == f"mv -f -- {temporary} /run/sanlab-blktests/replies/" + "1" * 20 + ".json"

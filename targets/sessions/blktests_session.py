@@ -311,12 +311,21 @@ def _answer(initiator: Host, relay: blktests_relay.Relay, name: str, body: str, 
         initiator.run(["rm", "-f", "--", f"{SPOOL}/requests/{name}"], timeout=30)
         seq = name.removesuffix(".json")
         if re.fullmatch(r"[0-9]{20,40}", seq):
-            initiator.put(f"{SPOOL}/replies/{seq}.json", json.dumps({"rc": 2, "said": str(exc)}).encode())
+            _reply(initiator, f"{SPOOL}/replies/{seq}.json", 2, str(exc))
         return
     rc, said = relay.handle(request)
     say(f"  {request.verb} {request.values['subsysnqn']}: {'ok' if rc == 0 else said}")
     initiator.run(["rm", "-f", "--", blktests_relay.request_path(request)], timeout=30)
-    initiator.put(blktests_relay.reply_path(request), json.dumps({"rc": rc, "said": said}).encode())
+    _reply(initiator, blktests_relay.reply_path(request), rc, said)
+
+
+def _reply(initiator: Host, path: str, rc: int, said: str) -> None:
+    """The reply under a name the control program ignores, then renamed whole: it reads and
+    removes the reply as soon as the name appears (the agent's chmod after its write once found
+    it gone, and a half-written reply would read as no JSON)."""
+    temporary = path.replace("/replies/", "/replies/.", 1) + ".tmp"
+    initiator.put(temporary, json.dumps({"rc": rc, "said": said}).encode())
+    initiator.run(["mv", "-f", "--", temporary, path], timeout=30)
 
 
 def _keep_results(initiator: Host, folder: OutputFolder) -> None:
