@@ -142,3 +142,20 @@ def test_the_command_reads_a_checkouts_results_and_exits_1_on_a_failure(tmp_path
         wrong.exit_code == 1
         and "give one made with 'git clone https://github.com/osandov/blktests'" in wrong.output
     )
+
+
+WIRE = Path(__file__).resolve().parent / "data" / "blktests-nvme-tcp" / "results"
+
+
+def test_the_nvme_groups_results_across_a_wire_read_as_the_guest_wrote_them():
+    """tests/data/blktests-nvme-tcp: the nvme group over NVMe/TCP, its targets in another guest."""
+    found = read_results(WIRE)
+    assert counts(found) == {"pass": 21, "fail": 3, "not run": 18}
+    by = {r.test: r for r in found}
+    assert {r.device for r in found} == {"nodev_tr_tcp", "nodev_tr_tcp_bd_file"}
+    assert [t for t, r in sorted(by.items()) if r.status == "fail"] == ["nvme/051", "nvme/057", "nvme/058"]
+    assert all(
+        by[t].reason == "output" and by[t].evidence[0].endswith(".out.bad") for t in ("nvme/051", "nvme/058")
+    )
+    assert by["nvme/003"].status == "pass" and 20 < by["nvme/003"].runtime_s < 60  # keep-alives: 10 s waits
+    assert "nvme/010" not in by  # stopped at its timeout: blktests wrote no result for it
