@@ -153,7 +153,7 @@ def test_one_scenario_on_two_kernels_prints_their_compare_page(small, tmp_path):
     assert "| run folder | a-debian-12 | b-debian-13 |" in page
     kernel = next(line for line in page.splitlines() if line.startswith("| kernel |"))
     assert "| 6.1." in kernel and "| 6.12." in kernel
-    assert "| nvme-tcp nvmet roce/rxe randwrite 4k qd4 j1 | pass | pass |" in page
+    assert "| nvme-tcp nvmet eth randwrite 4k qd4 j1 | pass | pass |" in page  # NVMe/TCP: an eth point
     assert "(modern-100g) |" in page
     for side, guest in (("a-debian-12", "debian-12"), ("b-debian-13", "debian-13")):
         assert yaml.safe_load((out / side / "scenario.yaml").read_text())["guest"] == guest
