@@ -34,9 +34,10 @@ Measured on the 2-core development machine under TCG:
   but the Debian 13 image they need is a second build (97 s cold, 166 s
   beside the tests) (tests/test_nvme_tls.py, tests/test_nvme_auth.py).
 - the whole smoke scenario on Debian's backports kernel, brought as a .deb
-  (guest: {kernel: FILE}), siw compiled for it: 233 s with siw.ko cached, its
-  image derived and snapshot saved (the first time siw.ko takes a chroot:
-  225 s); the same kernel as a built tree, NVMe/RDMA verified: 72 s
+  (guest: {kernel: FILE}), siw compiled for it: 220 s from nothing (siw.ko's
+  packages fetched and compiled in a chroot, 43 s; image derived, snapshot
+  saved), 233 s with siw.ko cached beside other helpers' work; the same
+  kernel as a built tree, NVMe/RDMA verified: 72 s
   (tests/test_own_kernel_vm.py).
 - a run's two points serially, then over a local Dask cluster of two workers,
   each booting its own two VMs: 98 s in all (2026-11-27: 36 s serial, 57 s
