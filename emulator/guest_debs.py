@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from sanlab.emulator import kernels
 from sanlab.emulator.images import cache_root
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import read_bounded
 from sanlab.scenarios.hosts import Say
 
 # Per release: the packages, and the programs of theirs a blktests run uses.
@@ -41,8 +42,8 @@ def debs_dir(release: str) -> Path:
 
 def _host_release() -> str:
     try:
-        text = Path("/etc/os-release").read_text(errors="replace")
-    except OSError:
+        text = read_bounded(Path("/etc/os-release"), 1 << 16, "os-release").decode(errors="replace")
+    except SanlabError:
         return ""
     found = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.MULTILINE)
     return found.group(1) if found else ""

@@ -35,7 +35,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.schema import KernelGuest
-from sanlab.scenarios.writing import open_lock, open_stream, write_file
+from sanlab.scenarios.writing import open_lock, open_stream, rename_into_place, write_file
 from sanlab.scenarios.yamlfile import load_yaml
 
 # What every guest's image is made of besides its own recipe (and the recipe it extends).
@@ -343,14 +343,14 @@ def building(key: str) -> Iterator[Path]:
     images_dir().mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".build-{key}-{os.getpid()}-", dir=images_dir()))
     write_file(work / BUILD_MARK, f"{os.getpid()}\n", exists="refuse")
-    work = work.rename(images_dir() / f".build-{key}-{os.getpid()}")
+    work = rename_into_place(work, images_dir() / f".build-{key}-{os.getpid()}", "an image build")
     try:
         yield work
         (work / BUILD_MARK).unlink()
         final = images_dir() / key
         if (final.exists() or final.is_symlink()) and (_whose(final) != "image" or _remove_ours(final)):
             raise SanlabError(f"{final}: is in the way of the new image and not only sanlab's; move it away")
-        work.rename(final)
+        rename_into_place(work, final, "the new image")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

@@ -42,11 +42,12 @@ from pathlib import Path
 from sanlab.emulator import siw_debs
 from sanlab.emulator.images import cache_root, recipe, recipe_dir
 from sanlab.emulator.kernels import KernelSource, deb_members
+from sanlab.emulator.panics import read_tail
 from sanlab.emulator.siw_debs import SiwPlan
 from sanlab.scenarios.errors import SanlabError, ToolMissing
-from sanlab.scenarios.files import read_bounded
+from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.writing import copy_file, open_stream, write_file
+from sanlab.scenarios.writing import copy_file, open_stream, rename_into_place, write_file
 
 FORMAT = "1"  # bump when what the build does changes
 PATCH = "siw-abortive-close.patch"
@@ -89,11 +90,16 @@ def failed_log(key: str) -> Path:
     return siw_dir() / f"failed-{key}.log"
 
 
+def _patch() -> bytes:
+    """The abortive-close patch sanlab's own siw.ko carries (vm-images/), read bounded."""
+    return read_bounded(recipe_dir() / PATCH, 1 << 20, "siw patch")
+
+
 def build_key(kernel_digest: str, guest: str) -> str:
     """What a compiled siw.ko is cached by: the kernel, the patch, this build, the chroot."""
     spec = recipe(guest)
     digest = hashlib.sha256(f"siw/{FORMAT}\0{kernel_digest}\0{spec['release']}\0{spec['mirror']}\0".encode())
-    digest.update(HOOK.encode() + b"\0" + (recipe_dir() / PATCH).read_bytes())
+    digest.update(HOOK.encode() + b"\0" + _patch())
     return digest.hexdigest()[:16]
 
 
@@ -116,7 +122,7 @@ def compiled_siw(plan: SiwPlan, kernel_digest: str, guest: str, progress: Say) -
         manifest |= {"key": key, "kernel_sha256": kernel_digest}
         manifest["build_seconds"] = round(time.monotonic() - started, 1)
         write_file(work / "manifest.json", json.dumps(manifest, indent=2) + "\n", exists="refuse")
-        work.rename(final)
+        rename_into_place(work, final, "the compiled siw.ko")
     except BaseException as exc:
         kept = (work / "build.log").is_file()
         if kept:  # for the reader of the error; replaced by the next failure
@@ -135,7 +141,7 @@ def _build(plan: SiwPlan, guest: str, scratch: Path, out: Path, progress: Say) -
         copy_deb(deb, scratch / "debs" / deb.name)
     source = _fetched(plan.source, plan.version, plan.arch, plan, progress)
     count = extract_siw(source, plan.source, scratch / "src" / SIW_DIR)
-    write_file(scratch / "siw.patch", (recipe_dir() / PATCH).read_bytes(), exists="refuse")
+    write_file(scratch / "siw.patch", _patch(), exists="refuse")
     write_file(scratch / "hook.sh", HOOK, exists="refuse")
     spec = recipe(guest)
     log = out / "build.log"
@@ -150,7 +156,7 @@ def _build(plan: SiwPlan, guest: str, scratch: Path, out: Path, progress: Say) -
         "packages": {deb.name: _sha256(deb) for deb in [*debs, source]},
         "source_files": count,
         "patch": PATCH,
-        "patch_sha256": hashlib.sha256((recipe_dir() / PATCH).read_bytes()).hexdigest(),
+        "patch_sha256": hashlib.sha256(_patch()).hexdigest(),
         "chroot": f"{spec['release']} {spec['mirror']}",
         "chroot_packages": sorted({*BUILD_PACKAGES, *includes}),
         "built": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -218,8 +224,9 @@ def _fetched(package: str, version: str, arch: str, plan: SiwPlan, progress: Say
 
 def copy_deb(deb: Path, to: Path) -> None:
     """A .deb copied in chunks (a link or a folder at ``to`` is refused, never followed)."""
-    with deb.open("rb") as source, open_stream(to, "new", binary=True) as sink:
-        shutil.copyfileobj(source, sink, 1 << 20)
+    with open_regular(deb, "package") as source, open_stream(to, "new", binary=True) as sink:
+        while chunk := source.read(1 << 20):
+            sink.write(chunk)
 
 
 def extract_siw(source_deb: Path, source: str, into: Path) -> int:
@@ -300,7 +307,7 @@ def _mmdebstrap(
         except subprocess.TimeoutExpired:
             raise SanlabError(f"compiling siw.ko took over {BUILD_TIMEOUT_S:.0f} s") from None
     if done.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-12:]
+        tail = read_tail(log).splitlines()[-12:]
         raise SanlabError(f"compiling siw.ko failed (mmdebstrap exit {done.returncode}): " + " | ".join(tail))
 
 
@@ -312,7 +319,7 @@ def hook_command(scratch: Path, release: str) -> str:
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path, "package") as handle:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()

@@ -64,7 +64,7 @@ from sanlab.emulator.qemu import (
 )
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.reading import load_json
-from sanlab.scenarios.writing import open_lock, write_file
+from sanlab.scenarios.writing import open_lock, rename_into_place, write_file
 
 FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
 SWITCH = "SANLAB_SNAPSHOTS"
@@ -204,7 +204,7 @@ def _save(image: Image, qemu: str, shape: Shape, snapshot: Snapshot) -> float:
         write_file(work / MANIFEST, json.dumps(manifest, indent=1) + "\n", what="snapshot manifest")
         if snapshot.path.exists():  # unusable (a corrupt or older save of ours): replace it
             shutil.rmtree(snapshot.path)
-        work.rename(snapshot.path)
+        rename_into_place(work, snapshot.path, "the snapshot")
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

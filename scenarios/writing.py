@@ -306,6 +306,27 @@ def probe_writable(folder: Path, option: str) -> None:
         raise cannot_write(f"{option} {folder}", exc) from None
 
 
+def rename_into_place(work: Path, final: Path, what: str) -> Path:
+    """A folder sanlab built whole (its own ``mkdtemp``) given its final name in one rename, so a
+    reader sees all of it or none of it.  ``work`` must be a real folder, not a link to one;
+    anything at ``final`` (a link, a file, a folder of someone else's) is refused, never replaced:
+    the caller removes what it proved its own first."""
+    try:
+        info: os.stat_result | None = os.lstat(work)
+    except FileNotFoundError:
+        info = None
+    if info is None or not stat.S_ISDIR(info.st_mode):
+        kind = "gone" if info is None else what_is(info)
+        raise SanlabError(f"{work}: is {kind}, not the folder sanlab built for {what}")
+    if os.path.lexists(final):
+        raise SanlabError(f"{final}: is in the way of {what} and not sanlab's; move it away")
+    try:
+        os.rename(work, final)
+    except OSError as exc:
+        raise cannot_write(final, exc) from None
+    return final
+
+
 def copy_file(source: Path, path: Path, *, exists: Exists = "replace", what: str = "") -> None:
     """Copy a file sanlab reads whole (a log, a plugin, a scenario) to ``path`` via ``write_file``."""
     try:

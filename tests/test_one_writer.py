@@ -567,3 +567,36 @@ def test_analyze_to_a_full_disk_is_one_line(extra):
             timeout=120,
         )
     assert "No space left" in _one_line(proc)
+
+
+def test_a_folder_built_whole_goes_into_place_and_nothing_in_the_way_is_replaced(tmp_path):
+    """writing.rename_into_place: the one way a build's folder (an image, a snapshot, a compiled
+    siw.ko) takes its final name; a link, a file or a folder already there is refused."""
+    from sanlab.scenarios.errors import SanlabError
+    from sanlab.scenarios.writing import rename_into_place
+
+    work = tmp_path / ".build"
+    (work / "inside").mkdir(parents=True)
+    assert rename_into_place(work, tmp_path / "done", "a test build") == tmp_path / "done"
+    assert (tmp_path / "done" / "inside").is_dir() and not work.exists()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for in_the_way in ("link", "file", "empty"):
+        work.mkdir()
+        final = tmp_path / in_the_way
+        if in_the_way == "link":
+            final.symlink_to(elsewhere)
+        elif in_the_way == "file":
+            final.write_text("theirs")
+        else:
+            final.mkdir()  # os.rename alone would replace an empty folder silently
+        with pytest.raises(SanlabError, match="in the way of a test build"):
+            rename_into_place(work, final, "a test build")
+        assert work.is_dir()
+        work.rmdir()
+
+    (tmp_path / "linked").symlink_to(elsewhere)
+    with pytest.raises(SanlabError, match="not the folder sanlab built"):
+        rename_into_place(tmp_path / "linked", tmp_path / "moved", "a test build")
+    assert elsewhere.is_dir() and not (tmp_path / "moved").exists()
