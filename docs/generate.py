@@ -47,6 +47,7 @@ ORDER = [
     "Fault",
     "Flow",
     "Projection",
+    "KnownBug",
 ]
 
 
