@@ -139,9 +139,10 @@ def test_the_side_that_receives_the_data_pays_per_byte(transport, fabric):
     if transport in TCP_TRANSPORTS:
         assert cpu(read, "initiator") > cpu(write, "initiator")
         assert cpu(write, "target") > cpu(read, "target")
-    else:
-        assert cpu(read, "initiator") == pytest.approx(cpu(write, "initiator"))
-        assert cpu(read, "target") == pytest.approx(cpu(write, "target"))
+    else:  # alike to 0.1 %: what interrupt moderation batches follows each way's wire time, and a
+        # read's and a write's frames differ by a few header bytes (0.06 % of the 64 KiB transfer)
+        assert cpu(read, "initiator") == pytest.approx(cpu(write, "initiator"), rel=1e-3)
+        assert cpu(read, "target") == pytest.approx(cpu(write, "target"), rel=1e-3)
 
 
 @pytest.mark.parametrize("transport", TCP_TRANSPORTS)
