@@ -19,13 +19,14 @@ digest of it, and the reply file after the request's own checked sequence number
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import shlex
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.reading import parse_json
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.targets import backstores, nvmet
 from sanlab.targets.blktests_guest import SPOOL, UsageError, parse
 from sanlab.targets.host import Host
@@ -69,7 +70,7 @@ def config_document(transport: str, traddr: str, host_traddr: str) -> dict[str, 
     """The answers to ``config --show-X``: the target's end of the cable and blktests' names."""
     return {
         "blkdev_type": "file",  # each namespace is a RAM-backed file on the target guest
-        "trtype": "rdma" if transport == "nvme-rdma" else "tcp",
+        "trtype": TRANSPORTS[transport].carrier,  # nvmet's and nvme-cli's trtype: tcp or rdma
         "hostnqn": HOSTNQN,
         "hostid": HOSTID,
         "host_traddr": host_traddr,
@@ -95,10 +96,7 @@ def read_request(name: str, body: str) -> Request:
         raise SanlabError(f"blktests request {name[:60]!r}: not a name the control program writes")
     if len(body.encode()) >= MAX_REQUEST_BYTES:
         raise SanlabError(f"blktests request {name}: over {MAX_REQUEST_BYTES} bytes")
-    try:
-        document = json.loads(body)
-    except ValueError:
-        raise SanlabError(f"blktests request {name}: not JSON") from None
+    document = parse_json(body, f"blktests request {name}")
     if not isinstance(document, dict) or document.get("seq") != name[: -len(".json")]:
         raise SanlabError(f"blktests request {name}: its seq does not match its name")
     argv = document.get("argv")

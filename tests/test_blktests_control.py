@@ -121,7 +121,7 @@ def test_a_call_crosses_as_a_request_and_its_reply_comes_back(tmp_path, monkeypa
     [
         ("../x.json", "{}", "not a name the control program writes"),
         ("12.json", "{}", "not a name the control program writes"),
-        ("1" * 20 + ".json", "[", "not JSON"),
+        ("1" * 20 + ".json", "[", "not valid JSON"),
         ("1" * 20 + ".json", json.dumps({"seq": "2" * 20, "argv": SETUP}), "its seq does not match"),
         ("1" * 20 + ".json", json.dumps({"seq": "1" * 20, "argv": "setup"}), "argv is not a list"),
         ("1" * 20 + ".json", json.dumps({"seq": "1" * 20, "argv": ["config", "--show-traddr"]}), "config is"),

@@ -38,7 +38,7 @@ def _checkout(tmp_path: Path) -> Path:
     [
         ("roce", "nvme", (), 600, "wire 'roce' is none of rxe, siw, tcp"),
         ("rxe", "block", (), 600, "--group 'block' is none of nvme, srp"),
-        ("siw", "srp", (), 600, "--group srp runs over rxe only"),
+        ("siw", "srp", (), 600, "--group srp runs over rxe only (SRP's fabrics are ib, roce"),
         ("rxe", "nvme", ("nvme/999",), 600, "--tests 'nvme/999': not a test of the nvme group"),
         ("rxe", "nvme", ("../../x",), 600, "--tests '../../x': not a test of the nvme group"),
         ("rxe", "nvme", ("srp/001",), 600, "not a test of the nvme group"),

@@ -601,6 +601,11 @@ ALLOWED = {
         "json.load",
     ): "runs inside the fabric VM, on the spec sanlab put there",
     ("emulator/panics.py", "read_tail", "Path.open"): "the tail of a console log, bounded by seek",
+    **{
+        ("targets/blktests_guest.py", function, kind): "runs inside the initiator VM, without sanlab"
+        for function in ("_config", "_relay")
+        for kind in ("open", "json.load")
+    },
     ("emulator/qemu.py", "diagnosis", "read_text"): "QEMU's own logs in the lab's run folder",
     ("emulator/snapshots.py", "_stale", "read_text"): "a snapshot's PID mark, checked a regular file first",
     ("dissectors/plugins.py", "install", "read_bytes"): "the package's own Lua plugins",

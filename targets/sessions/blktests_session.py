@@ -37,8 +37,10 @@ from sanlab.emulator import guest_debs
 from sanlab.emulator.lab import Lab, running_lab
 from sanlab.emulator.lab_state import lab_name
 from sanlab.scenarios.errors import SanlabError
+from sanlab.scenarios.files import open_regular, read_bounded
 from sanlab.scenarios.hosts import Host, Say
 from sanlab.scenarios.loader import parse_scenario
+from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.results.blktests import check_checkout, counts, read_results, skip_reasons
 from sanlab.scenarios.results.outdir import OutputFolder, claim_fresh, copy_into
 from sanlab.scenarios.schema import Scenario
@@ -52,6 +54,7 @@ WIRES = {
     "tcp": ("eth", None, "nvme-tcp"),
 }
 GROUPS = ("nvme", "srp")
+SRP = TRANSPORTS["srp"]  # the srp group's transport: the fabrics it may run over
 GUEST_CHECKOUT = "/root/blktests"
 GUEST_RESULTS = "/root/blktests-results"
 CHECKOUT_BYTES = 64 << 20  # blktests is about 2 MB; a checkout with build output stays far below
@@ -82,13 +85,15 @@ def plan(wire: str, group: str, checkout: Path, tests: tuple[str, ...], timeout_
         raise SanlabError(f"wire {wire[:40]!r} is none of {', '.join(WIRES)}")
     if group not in GROUPS:
         raise SanlabError(f"--group {group[:40]!r} is none of {', '.join(GROUPS)}")
-    if group == "srp" and wire != "rxe":
+    fabric, _, _ = WIRES[wire]
+    if group == SRP.name and fabric not in SRP.fabrics:
+        carriers = ", ".join(w for w, (f, _, _) in WIRES.items() if f in SRP.fabrics)
         raise SanlabError(
-            f"--group srp runs over rxe only (ib_srp refuses iWARP, so siw and tcp cannot carry it); "
-            f"got {wire}"
+            f"--group srp runs over {carriers} only (SRP's fabrics are {', '.join(SRP.fabrics)}: "
+            f"ib_srp refuses iWARP, and TCP carries no SRP); got {wire}"
         )
     check_checkout(checkout)
-    if group == "srp" and not (checkout / SRP_PROGRAM).is_file():
+    if group == SRP.name and not (checkout / SRP_PROGRAM).is_file():
         raise SanlabError(
             f"--blktests {checkout}: {SRP_PROGRAM} is not built, and the srp group needs it "
             f"(the guests have no compiler): run 'make -C {checkout / 'src'}' first"
@@ -154,7 +159,7 @@ def checkout_tar(checkout: Path) -> bytes:
                     )
                 member = tarfile.TarInfo(str(path.relative_to(checkout)))
                 member.size, member.mode = info.st_size, 0o755 if info.st_mode & 0o100 else 0o644
-                with open(path, "rb") as handle:
+                with open_regular(path, "blktests file") as handle:
                     tar.addfile(member, handle)
     return buffer.getvalue()
 
@@ -200,7 +205,7 @@ def _check_command(p: BlktestsPlan, test: str) -> str:
     _, _, transport = WIRES[p.wire]
     env = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "TERM=dumb"]
     if p.group == "nvme":
-        trtype = "rdma" if transport == "nvme-rdma" else "tcp"
+        trtype = TRANSPORTS[transport].carrier  # blktests' nvme_trtype: tcp or rdma
         env += [
             f"NVME_TARGET_CONTROL={blktests_relay.CONTROL}",
             f"NVMET_TRTYPES={trtype}",
@@ -243,7 +248,8 @@ def _stage(p: BlktestsPlan, initiator: Host, traddr: str, host_traddr: str) -> N
     )
     if not unpacked.ok:
         raise SanlabError(f"initiator: cannot unpack the blktests checkout: {unpacked.stderr.strip()[:200]}")
-    source = (Path(__file__).resolve().parent.parent / "blktests_guest.py").read_bytes()
+    program = Path(__file__).resolve().parent.parent / "blktests_guest.py"
+    source = read_bounded(program, 1 << 20, "control program")
     initiator.put(blktests_relay.CONTROL, source, mode=0o755)
     _, _, transport = WIRES[p.wire]
     document = blktests_relay.config_document(transport, traddr, host_traddr)
