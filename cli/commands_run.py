@@ -131,8 +131,10 @@ def _one_run(
     as_json: bool,
     inventory: Path | None,
     where: _Where,
-) -> NoReturn:
-    """One run of SCENARIO (or the rest of an interrupted one), its table, its exit status."""
+) -> None:
+    """One run of SCENARIO (or the rest of an interrupted one), its table, its exit status (a
+    dry run, or a run whose every point passed, returns: click's own exit 0, and a caller that
+    invokes the command in-process, such as benchmarks/climbs.py, gets control back)."""
     try:
         if where.scheduler is not None:
             _check_scheduler(where.scheduler)
@@ -146,13 +148,15 @@ def _one_run(
             loaded = _loaded(scenario, inventory)
             if where.dry_run and where.scheduler is None:
                 _dry_run(loaded)
-                sys.exit(0)
+                return
             if where.scheduler is not None and loaded.plan.real_machines:
                 raise SanlabError(f"{scenario}: runs on real machines; --scheduler is for VM runs")
             journal = run_session.fresh(scenario, loaded, out, force)
     except SanlabError as exc:
         fail(exc)
-    sys.exit(_execute(loaded, scenario.stem, journal, as_json, snaplen, where))
+    status = _execute(loaded, scenario.stem, journal, as_json, snaplen, where)
+    if status:
+        sys.exit(status)
 
 
 def _on_kernels(
