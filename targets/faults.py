@@ -1,16 +1,18 @@
 """Faults on a timeline while fio runs: pull a cable, plug it back, see what the I/O did.
 
-fio is started in the background on the initiator, so the hosts stay free for the faults.
-At each fault's time from the run's first completed I/O (``first_io``), the cable is pulled
-for the fault's length and plugged back.  Where an emulator owns the cable (``Cables``),
-carrier drops at both ends and nothing else changes, as on hardware; on real hosts both
-ends go down together (``ip link set ... down``), which also takes their routes away.  The
-window is noted on the initiator's clock, a replugged cable must carry packets again, and
-once the faults are over the device must complete I/O again within ``NO_PROGRESS_S``.  fio
-runs with ``continue_on_error`` and a completion log (every I/O's completion time,
-``--write_lat_log``), so when it ends the record can say how many I/Os failed, how many
-blocks did not verify, and how long after the cable came back the first I/O completed (the
-recovery time).  Every file it leaves on the initiator is removed.
+fio is started in the background on the initiator, so the hosts stay free
+for the faults.  At each fault's time from the start, the cable is pulled
+for the fault's length and plugged back.  Where an emulator owns the cable
+(``Cables``), carrier drops at both ends and nothing else changes, as on
+hardware; on real hosts both ends go down together (``ip link set ...
+down``), which also takes their routes away.  The window is noted on the
+initiator's clock, a replugged cable must carry packets again, and once
+the faults are over the device must complete I/O again within
+``NO_PROGRESS_S``.  fio runs with ``continue_on_error`` and
+a completion log (every I/O's completion time, ``--write_lat_log``), so when
+it ends the record can say how many I/Os failed, how many blocks did not
+verify, and how long after the cable came back the first I/O completed
+(the recovery time).  Every file it leaves on the initiator is removed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from typing import ClassVar, Protocol
 
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Fault
-from sanlab.targets import first_io
 from sanlab.targets.host import Host, StackError
 
 # How long one look at a running fio waits in the host for it to end.
@@ -317,12 +318,10 @@ def _in_background(
     logs = [f"--output={tag}.json"]
     if completion_log is not None:
         logs += [f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
-    before = first_io.completed(initiator, device) if completion_log is not None else None
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        first_io.wait(initiator, device, before, pid, f"{tag}.rc")  # faults are timed from it
-        windows = during(time.monotonic())
+        windows = during(start)
         since = "after the last fault ended" if windows else ""
         _wait(initiator, pid, start + timeout, device, since, done=f"{tag}.rc")
         return _collect(initiator, tag, windows, completion_log or frozenset())
