@@ -33,10 +33,11 @@ pytestmark = pytest.mark.vm
 # pass it on the read-back.  The 16 MiB runs are `sanlab run scenarios/flap.yaml` and
 # `restart.yaml`'s (docs/measurements/targets.md); halving them saved CI ~8 CPU-s a point.
 FAULTED = {"randwrite": 8 << 20}
+FAULT_AT_S = 1.0  # so that 8 MiB of writes span the fault on an idle host (support.verifying)
 
 
 def test_a_link_flap_under_verified_writes_loses_no_block(guest_image, tmp_path):
-    scenario = verifying(load_scenario(SCENARIOS / "flap.yaml"), FAULTED)
+    scenario = verifying(load_scenario(SCENARIOS / "flap.yaml"), FAULTED, FAULT_AT_S)
     heard: list[str] = []
 
     def say(message: str) -> None:
@@ -151,7 +152,7 @@ def test_a_restarted_service_or_reset_controller_loses_no_block(guest, names, re
     their controllers, an iSCSI session loses its connection: the I/O comes back, every
     block verified, and the recovery is recorded, on both guests."""
     request.getfixturevalue("debian_13_image" if guest == "debian-13" else "guest_image")
-    scenario = _only(verifying(load_scenario(SCENARIOS / "restart.yaml"), FAULTED), names)
+    scenario = _only(verifying(load_scenario(SCENARIOS / "restart.yaml"), FAULTED, FAULT_AT_S), names)
     scenario = scenario.model_copy(update={"guest": guest})
     heard: list[str] = []
 
