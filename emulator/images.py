@@ -356,6 +356,16 @@ def building(key: str) -> Iterator[Path]:
         raise
 
 
+# mmdebstrap's smallest chroot without documentation: the guest image's and siw's build alike.
+SLIM_CHROOT = (
+    "mmdebstrap",
+    "--variant=minbase",
+    "--dpkgopt=path-exclude=/usr/share/doc/*",
+    "--dpkgopt=path-exclude=/usr/share/man/*",
+    "--dpkgopt=path-exclude=/usr/share/locale/*",
+)
+
+
 def _build(progress: Say, guest: str) -> Image:
     if shutil.which("mmdebstrap") is None:
         raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
@@ -390,12 +400,8 @@ def _mmdebstrap(spec: dict[str, object], tar_path: Path, work: Path, progress: S
     write_file(modules, "\n".join(spec["modules"]) + "\n", exists="refuse")  # type: ignore[arg-type]
     hook = recipe_dir() / "customize.sh"
     command = [
-        "mmdebstrap",
-        "--variant=minbase",
+        *SLIM_CHROOT,
         "--include=" + ",".join(packages),
-        "--dpkgopt=path-exclude=/usr/share/doc/*",
-        "--dpkgopt=path-exclude=/usr/share/man/*",
-        "--dpkgopt=path-exclude=/usr/share/locale/*",
         f'--customize-hook=sh "{hook}" "$1" "{modules}" "{build_packages}" "{spec["kernel_source"]}"',
         str(spec["release"]),
         str(tar_path),

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from sanlab.emulator import siw_debs
-from sanlab.emulator.images import cache_root, recipe, recipe_dir
+from sanlab.emulator.images import SLIM_CHROOT, cache_root, recipe, recipe_dir
 from sanlab.emulator.kernels import KernelSource, deb_members
 from sanlab.emulator.panics import read_tail
 from sanlab.emulator.siw_debs import SiwPlan
@@ -286,12 +286,8 @@ def _mmdebstrap(
         raise ToolMissing("mmdebstrap", "install it with: apt-get install mmdebstrap")
     hook = hook_command(scratch, release)
     command = [
-        "mmdebstrap",
-        "--variant=minbase",
+        *SLIM_CHROOT,
         "--include=" + ",".join(packages),
-        "--dpkgopt=path-exclude=/usr/share/doc/*",
-        "--dpkgopt=path-exclude=/usr/share/man/*",
-        "--dpkgopt=path-exclude=/usr/share/locale/*",
         f"--customize-hook={hook}",
         "--format=null",
         str(spec["release"]),
