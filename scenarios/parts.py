@@ -245,7 +245,7 @@ class Workload(Strict):
 class Fault(Strict):
     """Something that goes wrong during every point of the targets it reaches.
 
-    ``at`` counts from the start of the point's fio run.  ``down`` takes both
+    ``at`` counts from the point's first completed I/O.  ``down`` takes both
     ends of ``link`` down for ``for`` seconds and brings them up again, as a
     pulled and replugged cable would.  ``loss`` and ``delay`` are bursts:
     for ``for`` seconds both ends drop that share of their frames, or hold

@@ -128,7 +128,7 @@ def format_duration(seconds: float) -> str:
 RUNTIME = DurationRange("runtime", 1.0, 3600.0)
 # One-way delay of an emulated cable: 0 to 10 s (a geostationary hop is 0.25 s).
 LINK_DELAY = DurationRange("link delay", 0.0, 10.0)
-# A fault's start (from the start of a point's fio run) and how long it lasts.
+# A fault's start (from a point's first completed I/O) and how long it lasts.
 FAULT_AT = DurationRange("fault time", 0.0, 600.0)
 FAULT_LENGTH = DurationRange("fault length", 0.1, 120.0)
 # How long one command in a lab's guest may run (sanlab lab exec --timeout).

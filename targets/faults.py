@@ -1,8 +1,8 @@
 """Faults on a timeline while fio runs: pull a cable, plug it back, see what the I/O did.
 
 fio is started in the background on the initiator, so the hosts stay free
-for the faults.  At each fault's time from the start, the cable is pulled
-for the fault's length and plugged back.  Where an emulator owns the cable
+for the faults.  At each fault's time from the run's first completed I/O
+(``first_io``), the cable is pulled for the fault's length and plugged back.  Where an emulator owns the cable
 (``Cables``), carrier drops at both ends and nothing else changes, as on
 hardware; on real hosts both ends go down together (``ip link set ...
 down``), which also takes their routes away.  The window is noted on the
@@ -27,6 +27,7 @@ from typing import ClassVar, Protocol
 
 from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Fault
+from sanlab.targets import first_io
 from sanlab.targets.host import Host, StackError
 
 # How long one look at a running fio waits in the host for it to end.
@@ -318,10 +319,12 @@ def _in_background(
     logs = [f"--output={tag}.json"]
     if completion_log is not None:
         logs += [f"--write_lat_log={tag}", "--log_avg_msec=0", "--log_unix_epoch=1"]
+    before = first_io.completed(initiator, device) if completion_log is not None else None
     pid = initiator.spawn(f"{shlex.join(argv + logs)}; echo $? > {tag}.rc", log=f"{tag}.err")
     start = time.monotonic()
     try:
-        windows = during(start)
+        first_io.wait(initiator, device, before, pid, f"{tag}.rc")  # faults are timed from it
+        windows = during(time.monotonic())
         since = "after the last fault ended" if windows else ""
         _wait(initiator, pid, start + timeout, device, since, done=f"{tag}.rc")
         return _collect(initiator, tag, windows, completion_log or frozenset())
@@ -431,22 +434,13 @@ def _wait(
 
 
 def _poll(host: Host, pid: int, device: str | None, done: str | None = None) -> tuple[bool, int | None]:
-    """Whether fio still runs, and how many I/Os ``device`` has completed (None: unknown).
-
-    The counts are the block layer's (``/sys/block/DEV/stat``: reads and
-    writes completed, failed ones included), so a transport that fails its
-    I/O still counts as moving.
-    """
-    stat = ""
-    if device:
-        name = f"$(basename $(readlink -f {shlex.quote(device)}))"
-        stat = f"; cat /sys/block/{name}/stat 2>/dev/null"
-    result = host.run(f"{poll_script(pid, done)}{stat}", timeout=POLL_S + 30)
+    """Whether fio still runs, and how many I/Os ``device`` has completed (None: unknown),
+    counted as ``first_io.count_script`` counts them."""
+    count = f"; {first_io.count_script(device)}" if device else ""
+    result = host.run(f"{poll_script(pid, done)}{count}", timeout=POLL_S + 30)
     if result.rc == 3:
         return False, None
-    fields = result.stdout.split()
-    count = int(fields[0]) + int(fields[4]) if len(fields) >= 5 and fields[0].isdigit() else None
-    return True, count
+    return True, first_io.parse_count(result.stdout)
 
 
 def poll_script(pid: int, done: str | None = None) -> str:

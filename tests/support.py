@@ -108,9 +108,9 @@ def verifying(scenario, per_rw: dict[str, int], fault_at_s: float | None = None)
     mechanism (a fault under writes, a path over SSH) verifies less than the scenario file,
     every block of it still read back and checked; the file's sizes stay what a user runs.
     A shorter write must still span its fault: 8 MiB of 4 KiB writes at the 900-1,200 IOPS
-    an idle host's guests reach end within 2 s, before the file's ``at: 2s`` (flap and
-    restart found no I/O back on their fastest targets, 2026-11-27), so those tests move
-    the fault to 1 s.
+    an idle host's guests reach end within 2 s of the first write, before the file's
+    ``at: 2s`` (flap and restart found no I/O back on their fastest targets, 2026-11-27),
+    so those tests move the fault to 1 s after it.
     """
     workloads = [w.model_copy(update={"verify_size": per_rw[w.rw[0]]}) for w in scenario.workloads]
     update: dict[str, object] = {"workloads": workloads}

@@ -141,10 +141,12 @@ def test_multipath_mistakes_are_named(change, expected):
     assert expected in str(err.value)
 
 
-# Written and read back per target in CI (the scenario files say 16 MiB): at most ~1,200 of
-# the 2,048 4k writes fit in the 2 s before path A goes, so writes still run when they move to
-# path B (failover_s counts writes only, faults.directions).  Halving saved ~8 CPU-s a target.
+# Written and read back per target in CI (the scenario files say 16 MiB); path A goes 1 s after
+# the first write (the files say 2 s), when at most ~1,200 of the 2,048 4k writes are done, so
+# writes still run when they move to path B (failover_s counts writes only, faults.directions).
+# Halving saved ~8 CPU-s a target.
 FAILOVER_VERIFIED = 8 << 20
+FAILOVER_AT_S = 1.0
 
 
 @pytest.mark.vm
@@ -154,7 +156,9 @@ FAILOVER_VERIFIED = 8 << 20
     ids=["nvme", "scsi"],
 )
 def test_a_pulled_path_fails_over_and_loses_no_block(guest_image, tmp_path, data, transports):
-    scenario = verifying(parse_scenario(data(), "multipath.yaml"), {"randwrite": FAILOVER_VERIFIED})
+    scenario = verifying(
+        parse_scenario(data(), "multipath.yaml"), {"randwrite": FAILOVER_VERIFIED}, FAILOVER_AT_S
+    )
     heard: list[str] = []
 
     def say(message: str) -> None:
