@@ -7,7 +7,9 @@ test that wanted it, a cold boot and a save (15-53 s each, the cache's
 manifests of 2026-11-27) on the VM tier's own path, with the test's worker
 waiting.  Saved here, in the background beside lint and the unit tests,
 the VM tier finds them.  The shapes are the labs' own (their blueprints),
-so a scenario that changes shape changes what is saved here.
+so a scenario that changes shape changes what is saved here.  A guest with no
+cable (a one-host lab: ``tests/test_exact_identity.py``) is one more shape,
+saved by the VM tier until 2026-11-27 (15 s on its path).
 
     python tests/warm_snapshots.py      # after `sanlab images build`; quick when all are saved
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from sanlab.emulator import accel, snapshots
@@ -46,6 +49,8 @@ def main() -> int:
         for name in SCENARIOS:
             plan = blueprint(load_scenario(REPO / "scenarios" / name), "warm", Path(run_dir), None)
             shapes += [snapshots.shape_of(spec, kind) for spec in plan.specs.values()]
+    cabled = next((s for s in shapes if s is not None), None)
+    shapes += [replace(cabled, nics=0)] if cabled else []  # a one-host lab's guest
     for shape in dict.fromkeys(s for s in shapes if s is not None):  # once each, in order
         if snapshots.ready_snapshot(image, qemu, shape, print) is None:
             print(f"no snapshot for {shape.nics}-NIC guests: the VM tier boots them cold", file=sys.stderr)
