@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sanlab.models.core import mva
+from sanlab.models.core import hostcpu, mva
 from sanlab.models.core.limits import caps
 from sanlab.models.core.network import Network, Point, build
 from sanlab.models.core.simulate import simulate
@@ -96,7 +96,31 @@ def test_more_cores_or_a_faster_link_never_loses_iops(point, axis):
     grown = solved(more)
     if grown is None:
         return
-    assert grown[1].iops >= got[1].iops * (1 - 1e-9), (axis, got[1].iops, grown[1].iops, point)
+    # Each solution stops where one more customer adds less than mva.SETTLED of the rate, so it
+    # may lack up to that share for each customer left: two layouts that both reach the wire
+    # differ by that much (9.3e-8 of 44.8 k IOPS with 85 in flight, 2026-11-27), not by physics.
+    settling = 2 * mva.SETTLED * max(point.outstanding * got[0].split, more.outstanding * grown[0].split)
+    assert grown[1].iops >= got[1].iops * (1 - settling), (axis, got[1].iops, grown[1].iops, point)
+
+
+def test_a_light_load_keeps_its_iops_when_its_cores_double():
+    """11 iSCSI jobs at QD 1 on 10 cores, then 20: the receive softirq may now have 9 cores of its
+    own, fewer than the jobs' 11, which at 11 I/Os in flight serve it slower than the jobs' own
+    cores do; by the saturated bound alone the model took them and lost 0.03 %."""
+    point = Point("iscsi", "eth", 40, "randwrite", 512, 1, 11, profile="modern-100g", cores=10)
+    got, grown = solved(point), solved(replace(point, cores=20))
+    assert got is not None and grown is not None
+    assert grown[1].iops >= got[1].iops
+
+
+def test_the_softirq_takes_spare_cores_when_they_serve_it_faster_at_the_hosts_load():
+    """The initiator of the point above: 11 jobs' cores of 12.9 us an I/O, one session whose
+    receive softirq costs 0.97 us, 9 cores spare of 20 (one flow: one of them)."""
+    job_us, softirq_us = 12.9, 0.97
+    assert hostcpu.softirq_cores(job_us, softirq_us, 11, 20, 1, customers=11) == 0  # QD 1
+    assert hostcpu.softirq_cores(job_us, softirq_us, 11, 20, 1, customers=11 * 64) == 1  # saturated
+    assert hostcpu.softirq_cores(job_us, softirq_us, 11, 22, 11, customers=11) == 11  # one a job
+    assert hostcpu.softirq_cores(job_us, softirq_us, 11, 11, 11, customers=500) == 0  # none spare
 
 
 @pytest.mark.parametrize(
