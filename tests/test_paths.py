@@ -158,3 +158,23 @@ def test_two_runs_give_instructions_per_io_and_the_idle_share_is_taken_off() -> 
         prof.idle_rates(Counter({"irq": 3}))
     with pytest.raises(SanlabError, match="nothing to divide by"):
         prof.per_io(1.0, 0.0, 1, 0, ios=0, worth=1.0)
+
+
+def test_the_shipped_table_has_every_cell_the_benchmark_measures_for_every_transport() -> None:
+    """Issue #46: every transport, read and write, 4 KiB and 64 KiB, QD 1 and 32, on the
+    default guest; each of the benchmark's seven targets (a transport over its stack and
+    provider) has all eight cells, and the seven cover every transport sanlab runs."""
+    import path_lengths
+
+    from sanlab.models.core.paths import PathCell
+    from sanlab.scenarios.registry import TRANSPORTS
+
+    cells = set(load_paths().cells())
+    wanted = {
+        PathCell(transport, stack, provider, rw, bs, qd)
+        for transport, stack, _, provider in path_lengths.TARGETS
+        for rw, bs, qd in path_lengths.CELLS
+    }
+    assert sorted(wanted - cells, key=str) == []
+    assert {t for t, *_ in path_lengths.TARGETS} == set(TRANSPORTS)
+    assert len(wanted) == 56
