@@ -141,6 +141,7 @@ def test_a_scenario_the_kernel_cannot_run_is_refused_for_that_kernel(tmp_path):
 
 
 @pytest.mark.vm
+@pytest.mark.long  # needs the Debian 13 image (an 82-96 s build and save in CI): benchmarks/long_vm_tests.py
 def test_one_scenario_on_two_kernels_prints_their_compare_page(small, tmp_path):
     """Debian 12's 6.1 and Debian 13's 6.12, one small run each, and the page of the two."""
     out = tmp_path / "pair"
