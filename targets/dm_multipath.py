@@ -60,12 +60,6 @@ MODULES = ("dm_multipath", "dm_service_time", "dm_round_robin", "scsi_dh_alua")
 JOIN_S = 60.0
 
 
-# A udevd for the device mapper, started once per guest and left up for its life: the image
-# keeps only the device mapper's and multipath's rules (vm-images/customize.sh), so it renames,
-# loads and starts nothing else.  Also what blktests' srp group needs (sessions/blktests_session.py).
-UDEVD = "pidof systemd-udevd >/dev/null || /lib/systemd/systemd-udevd --daemon"
-
-
 def prepare(host: Host) -> None:
     """The modules, sanlab's configuration, a udevd for the device mapper and multipathd.
 
@@ -81,7 +75,7 @@ if [ -e {CONF} ] && ! grep -q {shlex.quote(MARK)} {CONF}; then
 fi
 printf %s {conf} > {CONF}
 for m in {" ".join(MODULES)}; do modprobe $m; done
-{UDEVD}
+pidof systemd-udevd >/dev/null || /lib/systemd/systemd-udevd --daemon
 pidof multipathd >/dev/null || multipathd
 for i in $(seq 50); do multipathd show daemon >/dev/null 2>&1 && exit 0; sleep 0.2; done
 echo "multipathd did not answer" >&2; exit 1

@@ -257,22 +257,3 @@ def test_a_reply_appears_whole_under_its_name():
     temporary = "/run/sanlab-blktests/replies/." + "1" * 20 + ".json.tmp"
     assert guest.commands[0].endswith(f"to {temporary} (mode 644)")
     assert guest.commands[1] == f"mv -f -- {temporary} /run/sanlab-blktests/replies/" + "1" * 20 + ".json"
-
-
-@pytest.mark.parametrize(("group", "udevd"), [("srp", True), ("nvme", False)])
-def test_only_the_srp_group_gets_a_udevd_for_its_multipath_links(tmp_path, group, udevd):
-    """The srp group finds its LUNs by udev's /dev/disk/by-id/dm-uuid-mpath-* links: without a
-    udevd 11 of its 15 tests failed before their I/O (2026-11-27).  The nvme group needs none."""
-    from sanlab.targets import dm_multipath
-    from sanlab.targets.dryrun import DryRunHost
-
-    checkout = _checkout(tmp_path)
-    (checkout / "src").mkdir()
-    (checkout / "src" / "discontiguous-io").write_bytes(b"\x7fELF")
-    (checkout / "tests" / "srp" / "001").write_text("#!/bin/bash\n")
-    (checkout / "tests" / "nvme").mkdir(exist_ok=True)
-    (checkout / "tests" / "nvme" / "003").write_text("#!/bin/bash\n")
-    guest = DryRunHost("initiator")
-    session._stage(session.plan("rxe", group, checkout, (), 300), guest, "169.254.10.2", "169.254.10.1")
-    started = [c for c in guest.commands if dm_multipath.UDEVD in c]
-    assert len(started) == (1 if udevd else 0), guest.commands

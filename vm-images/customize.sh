@@ -56,12 +56,10 @@ chroot "$root" apt-get clean
 # --- udev: the device mapper's and multipath's rules only -----------------
 # No udevd runs at boot.  sanlab starts one for SCSI multipath
 # (targets/dm_multipath.py: multipathd waits for the device mapper's udev
-# events) and for blktests' srp group, which finds its multipath devices by
-# their /dev/disk/by-id/dm-uuid-* links (60-persistent-storage-dm.rules).
-# That udevd must not rename NICs or RDMA devices, load drivers or start
-# services: every other rule goes.
+# events), and that udevd must not rename NICs or RDMA devices, load
+# drivers or start services: every other rule goes.
 find "$root/usr/lib/udev/rules.d" -name '*.rules' ! -name '55-dm.rules' ! -name '56-dm-mpath.rules' \
-  ! -name '60-multipath.rules' ! -name '60-persistent-storage-dm.rules' ! -name '95-dm-notify.rules' -delete
+  ! -name '60-multipath.rules' ! -name '95-dm-notify.rules' -delete
 echo "sanlab: kept udev rules: $(ls "$root/usr/lib/udev/rules.d" | tr '\n' ' ')"
 
 # --- sanlab's init and agent ----------------------------------------------

@@ -44,7 +44,7 @@ from sanlab.scenarios.registry import TRANSPORTS
 from sanlab.scenarios.results.blktests import check_checkout, counts, read_results, skip_reasons
 from sanlab.scenarios.results.outdir import OutputFolder, claim_fresh, copy_into
 from sanlab.scenarios.schema import Scenario
-from sanlab.targets import blktests_relay, dm_multipath
+from sanlab.targets import blktests_relay
 from sanlab.targets.blktests_guest import SPOOL
 
 # The wire each run goes over: (link fabric, soft-RDMA driver, sanlab transport of the nvme group).
@@ -254,19 +254,6 @@ def _stage(p: BlktestsPlan, initiator: Host, traddr: str, host_traddr: str) -> N
     _, _, transport = WIRES[p.wire]
     document = blktests_relay.config_document(transport, traddr, host_traddr)
     initiator.put(f"{SPOOL}/config.json", json.dumps(document).encode())
-    if p.group == SRP.name:
-        _start_udevd(initiator)
-
-
-def _start_udevd(initiator: Host) -> None:
-    """The srp group finds each LUN's multipath device by udev's link
-    (``/dev/disk/by-id/dm-uuid-mpath-WWID``, tests/srp/rc ``get_bdev_path``), and its
-    multipathd waits for the device mapper's udev events; the guest starts no udevd at boot.
-    Without one, 11 of its 15 tests failed before their I/O, never finding the device
-    (2026-11-27)."""
-    started = initiator.run(["sh", "-c", dm_multipath.UDEVD], timeout=60)
-    if not started.ok:
-        raise SanlabError(f"initiator: cannot start udevd for the srp group: {started.stderr.strip()[:200]}")
 
 
 def _bring_config(initiator: Host, release: str, kernel: str, say: Say) -> str:
