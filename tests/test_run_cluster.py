@@ -53,7 +53,10 @@ def test_local_n_is_bounded_in_one_line():
 
 
 @pytest.mark.subprocess  # a real Dask LocalCluster of two worker processes
-def test_two_workers_merge_into_the_records_and_commands_of_a_serial_run(tmp_path):
+def test_two_workers_merge_into_the_records_and_commands_of_a_serial_run(tmp_path, guest_image):
+    """The workers' probe wants the guest image in the cache (a worker without it gets no
+    points): ``guest_image`` builds it, or waits on the build lock while the README's command
+    builds it beside the unit tests (run before it was there, the test failed, 2026-11-27)."""
     loaded = load_checked(SMOKE)
     said: list[str] = []
     spread = run_session.fresh(SMOKE, loaded, tmp_path / "spread", force=False)
