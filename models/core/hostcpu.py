@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sanlab.models.core import closed
 from sanlab.models.core.profile import Nic, Profile
 from sanlab.models.core.stations import Point, Station, connections, desk, packet_batch, throughput_bound
 
@@ -65,7 +66,7 @@ def softirq_cores(
     fewer spare cores than jobs' cores the softirq's own desk is the slower
     per I/O, so at a light load (few I/Os in flight for the cores) apart can
     lose to together although its bound is higher: there the two are solved
-    at the host's population (``_closed_rate``).  Taking the bound alone, a
+    at the host's population (``closed``, as ``mva`` solves the network).  Taking the bound alone, a
     host with 11 jobs at QD 1 lost 0.03 % of its IOPS going from 10 cores to
     20 (iSCSI, 2026-11-27).
     """
@@ -78,30 +79,9 @@ def softirq_cores(
         return 0
     if spare >= job_cores:
         return spare
-    alone = _closed_rate(((job_us + softirq_us, job_cores),), customers)
-    beside = _closed_rate(((job_us, job_cores), (softirq_us, spare)), customers)
+    alone = closed.throughput(*closed.seidmann([(job_us + softirq_us, job_cores)]), customers)
+    beside = closed.throughput(*closed.seidmann([(job_us, job_cores), (softirq_us, spare)]), customers)
     return spare if beside >= alone else 0
-
-
-# A step that raises the rate by less than this share ends ``_closed_rate``'s loop (as mva's).
-_SETTLED = 1e-9
-
-
-def _closed_rate(desks: tuple[tuple[float, int], ...], customers: int) -> float:
-    """I/Os per microsecond through ``desks`` ((demand, servers) each) with ``customers`` in
-    flight and nothing else in their cycle: mean value analysis, multi-server desks by
-    Seidmann's approximation, as ``mva`` solves the whole network."""
-    delay = sum(d * (c - 1) / c for d, c in desks)
-    demands = [d / c for d, c in desks]
-    lengths = [0.0] * len(demands)
-    rate = 0.0
-    for n in range(1, max(customers, 1) + 1):
-        residence = [d * (1 + q) for d, q in zip(demands, lengths, strict=True)]
-        previous, rate = rate, n / (delay + sum(residence))
-        lengths = [rate * r for r in residence]
-        if rate - previous < _SETTLED * rate:
-            break
-    return rate
 
 
 def interrupts_per_io(polled: bool, batch: float) -> float:

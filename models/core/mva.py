@@ -12,11 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sanlab.models.core.closed import SETTLED, throughput
 from sanlab.models.core.network import Network
 
-# A step that raises the throughput by less than this share is past saturation: the rest of the
-# customers add at most (N - n) times it, a few parts in a million at the largest populations.
-SETTLED = 1e-9
+__all__ = ["SETTLED", "Solution", "bottleneck_of", "solve"]
 
 
 @dataclass(frozen=True)
@@ -37,20 +36,9 @@ def solve(net: Network) -> Solution:
             queues.append((s.name, s.demand_us / s.servers))
             delay += s.demand_us * (s.servers - 1) / s.servers
     n_customers = net.point.outstanding * net.split
-    demands = [d for _, d in queues]  # the loop below runs thousands of times a fit: plain floats
-    lengths = [0.0] * len(queues)
-    throughput = 0.0
-    for n in range(1, n_customers + 1):
-        residence = [d * (1 + q) for d, q in zip(demands, lengths)]  # noqa: B905 (same length)
-        cycle = delay + sum(residence)
-        previous, throughput = throughput, n / cycle
-        lengths = [throughput * r for r in residence]
-        if throughput - previous < SETTLED * throughput:
-            break  # saturated: more customers only queue at the bottleneck (Little: N / X below)
-    utilisation = {s.name: throughput * s.demand_us / s.servers for s in net.stations if s.kind == "queue"}
-    return Solution(
-        throughput * 1e6 / net.split, n_customers / throughput, utilisation, bottleneck_of(utilisation)
-    )
+    rate = throughput(delay, [d for _, d in queues], n_customers)  # latency by Little: N / X
+    utilisation = {s.name: rate * s.demand_us / s.servers for s in net.stations if s.kind == "queue"}
+    return Solution(rate * 1e6 / net.split, n_customers / rate, utilisation, bottleneck_of(utilisation))
 
 
 BUSY_ENOUGH = 0.5  # a resource busier than this is what the load waits on
