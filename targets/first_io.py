@@ -33,7 +33,7 @@ LOOK_S = 10.0
 
 def _resolve(device: str) -> str:
     """Sets ``b`` to the kernel's name of ``device``, through any links (by-id, mapper)."""
-    return f"b=$(basename $(readlink -f {shlex.quote(device)})); "
+    return f'b=$(basename "$(readlink -f {shlex.quote(device)})"); '
 
 
 # Where the kernel lists block devices (a test points it at a folder laid out alike).
@@ -47,8 +47,8 @@ def _sum() -> str:
     root = shlex.quote(SYS_BLOCK)
     return (
         'p=; case "$b" in nvme*c*) ;; '
-        f'nvme*n*) s=${{b#nvme}}; p="{root}/nvme${{s%%n*}}c*n${{b##*n}}/stat";; esac; '
-        f'n=0; k=0; for f in {root}/"$b"/stat $p; do '
+        'nvme*n*) s=${b#nvme}; p="nvme${s%%n*}c*n${b##*n}";; esac; '  # the paths' glob
+        f'n=0; k=0; for f in {root}/"$b"/stat {root}/$p/stat; do '
         '[ -r "$f" ] && read -r r _ _ _ w _ < "$f" && n=$((n + r + w)) && k=1; done; '
     )
 
