@@ -2,7 +2,8 @@
 
 fio is started in the background on the initiator, so the hosts stay free
 for the faults.  At each fault's time from the run's first completed I/O
-(``first_io``), the cable is pulled for the fault's length and plugged back.  Where an emulator owns the cable
+(``first_io``), the cable is pulled for the fault's length and plugged
+back.  Where an emulator owns the cable
 (``Cables``), carrier drops at both ends and nothing else changes, as on
 hardware; on real hosts both ends go down together (``ip link set ...
 down``), which also takes their routes away.  The window is noted on the
