@@ -16,7 +16,9 @@ modules, which are then compiled at each start, as in this environment.
 The points: the README's example (8 NVMe/RDMA jobs at QD 32), then the
 heaviest the issue names: 48 jobs at QD 16 of 512 B NVMe/RDMA reads (768
 I/Os in flight, bound by the NIC's messages), 16 NVMe/TCP jobs at QD 32 on 8
-cores, and 64 jobs at QD 64 from four initiators.  "start-up" is ``sanlab
+cores, 32 NVMe/TCP jobs on 32 cores whose hosts are busier than any fitted row's
+(the range then solves contention's two candidates), and 64 jobs at QD 64 from
+four initiators.  "start-up" is ``sanlab
 model --help``: the interpreter and the verb's imports, as a point has them,
 and no projection.  The calibration's cross-validation runs in one process
 per core (their CPU time is counted too).
@@ -56,6 +58,11 @@ POINTS = {
     "nvme-tcp 4 KiB, 16 jobs QD 32, 8 cores": [
         "model", "--transport", "nvme-tcp", "--fabric", "eth", "--link-gbps", "100", "--rw", "randread",
         "--bs", "4k", "--iodepth", "32", "--numjobs", "16", "--cores", "8",
+    ],
+    "nvme-tcp 512 B, 32 jobs on 32 cores at 400 Gb/s (past the fitted busy cores)": [
+        "model", "--profile", "modern-400g", "--transport", "nvme-tcp", "--fabric", "eth", "--link-gbps",
+        "400", "--rw", "randread", "--bs", "512", "--iodepth", "32", "--numjobs", "32", "--cores", "32",
+        "--backend", "null",
     ],
     "iser 4 KiB, 64 jobs QD 64, 4 initiators": [
         "model", "--transport", "iser", "--fabric", "roce", "--link-gbps", "100", "--rw", "randread",

@@ -372,6 +372,8 @@ class CellError:
     bottleneck: str
     # The simulator's CPU % of the side the table measured, where its figure is fitted.
     cpu_pct: float | None = None
+    # Cores each host keeps busy before contention (Network.busy_cores): what the fit reached.
+    busy_cores: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def iops_error(self) -> float:
@@ -395,7 +397,7 @@ def evaluate(profile: Profile, rows: Sequence[Measured], seed: int = 1) -> list[
         sim = simulate(net, Settings(seed=seed))
         iops = min(sim.iops, net.bound_iops)
         cpu = float(sim.cpu_pct[side]) if side and uses_cpu(row) else None
-        cells.append(CellError(row, iops, sim.lat_mean_us, sim.bottleneck, cpu))
+        cells.append(CellError(row, iops, sim.lat_mean_us, sim.bottleneck, cpu, net.busy_cores))
     return cells
 
 

@@ -354,17 +354,20 @@ def _cross_fitted(splits: list[Holdout], whole: set[str]) -> list[Holdout]:
 def _holdout(studies: list[Study], label: str, use: Use, seed: int) -> Holdout:
     task = joint_task(studies, use)
     held = solve(task)
+    # The model's own error as this split's training cells alone show it: no unseen cell
+    # widens its own interval.
+    training = {s.name: [r for r in s.rows if use(r) and r.point.networked] for s in studies}
+    trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
+    sigma = model_error(bands(task, held, trained))
+    # An unseen cell's hosts busier than any training cell's pay contention, as a projection past
+    # the committed fit's busiest hosts does.
+    held = reaching(held, busiest_hosts([c for group in trained.values() for c in group]))
     scored: dict[str, list[CellError]] = {}
     for study in studies:
         unseen = [r for r in study.rows if not use(r) and r.point.networked]
         scored[study.name] = evaluate(held.profiles[study.name], unseen, seed)
     cells = [c for group in scored.values() for c in group]
     errors = [c.iops_error for c in cells]
-    # The model's own error as this split's training cells alone show it: no unseen cell
-    # widens its own interval.
-    training = {s.name: [r for r in s.rows if use(r) and r.point.networked] for s in studies}
-    trained = {name: evaluate(held.profiles[name], rows, seed) for name, rows in training.items()}
-    sigma = model_error(bands(task, held, trained))
     worst = sorted(cells, key=lambda c: abs(c.iops_error), reverse=True)[:WORST_SHOWN]
     judged = bands(task, held, scored, pinned=regimes_of(trained))
     return Holdout(
@@ -403,6 +406,7 @@ def write(done: Calibration) -> list[Path]:
             key_of(c.bottleneck, c.row.point.transport, c.row.point.rw) for c in network_cells(done)
         ),
         "posterior": _posterior(done.result),
+        "busy_cores": busiest_hosts(network_cells(done)),
     }
     paths = [_write(fit_path(STACKS_FILE), STACKS, done, f"{STACKS}.", done.summary(), stacks)]
     for name in done.cells:
@@ -412,6 +416,26 @@ def write(done: Calibration) -> list[Path]:
     clear_reach()
     clear_regimes()
     return paths
+
+
+def reaching(fit: Fit, busy: dict[str, float]) -> Fit:
+    """``fit`` with its profiles' contention starting past ``busy`` cores on each side (what its
+    training cells reached), where a fit being made has it start nowhere."""
+    start = {"initiator_from": busy["initiator"], "target_from": busy["target"]}
+    profiles = {
+        name: p.model_copy(update={"contention": p.contention.model_copy(update=start)})
+        for name, p in fit.profiles.items()
+    }
+    return replace(fit, profiles=profiles)
+
+
+def busiest_hosts(cells: list[CellError]) -> dict[str, float]:
+    """The most cores any fitted row's initiator and target kept busy: past them, each I/O pays for
+    contention the fitted costs do not carry (costs.Contention, models/core/contention.py)."""
+    return {
+        side: round(max(1.0, *(c.busy_cores.get(side, 0.0) for c in cells)), 2)
+        for side in ("initiator", "target")
+    }
 
 
 def network_cells(done: Calibration) -> list[CellError]:

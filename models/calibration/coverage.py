@@ -170,9 +170,8 @@ def bands(
         for c, spread in zip(scored, spreads[name], strict=True):
             key = key_of(c.bottleneck, c.row.point.transport, c.row.point.rw)
             free = pinned is not None and key not in pinned
-            if free:
-                low, high = candidate_shifts(c.row.point, profile)
-                spread = replace(spread, shift_low=low, shift_high=high)
+            low, high = candidate_shifts(c.row.point, profile, pinned=not free)
+            spread = replace(spread, shift_low=low, shift_high=high)
             out.append(
                 Band(
                     c.row.label, c.iops_error, spread.sigma, 0.0, kind_of(c.bottleneck), key, not free, spread

@@ -31,6 +31,7 @@ class Strict(BaseModel):
 KCYCLES_MAX = 10_000.0  # per I/O: ten million cycles
 CYCLES_PER_BYTE_MAX = 100.0
 US_MAX = 1e6  # a second
+BUSY_CORES_MAX = 100_000.0  # cores of one host
 
 
 # Costs from the code sanlab runs (issue #46): where the path table (models/data/paths) counts a
@@ -113,6 +114,34 @@ class Interrupts(Strict):
     kcycles: float = Field(ge=0, le=200, description="per interrupt, Skylake-equivalent kcycles")
 
 
+class Contention(Strict):
+    """What an I/O's host work grows by as more of the host's cores run the I/O path at once.
+
+    Linux's block layer and NVMe queues are per CPU, but every I/O still
+    touches some lines all cores share (a namespace's or a subsystem's
+    counters, a NIC's queue locks, the allocator); each other busy core adds a
+    wait on them (models/core/contention.py).  Costs fitted to the published
+    tables already carry what their rows' busy cores spent so: the cost grows
+    only past the busiest host a fitted row had (``initiator_from``,
+    ``target_from``: written by ``sanlab calibrate --write`` in
+    stacks.fit.yaml as ``busy_cores``).
+    """
+
+    cycles_per_busy_core: float = Field(
+        ge=0, le=100_000, description="per I/O, per busy core past the fitted"
+    )
+    # Unrecorded (a fit that is being made, or one written before contention was): never, so a
+    # fit's own rows carry their contention in the costs it fits.
+    initiator_from: float = Field(
+        BUSY_CORES_MAX, ge=1, le=BUSY_CORES_MAX, description="busiest fitted initiator"
+    )
+    target_from: float = Field(BUSY_CORES_MAX, ge=1, le=BUSY_CORES_MAX, description="busiest fitted target")
+
+    def start(self, side: str) -> float:
+        """Busy cores on ``side`` ('initiator' or 'target') past which an I/O pays for contention."""
+        return self.initiator_from if side == "initiator" else self.target_from
+
+
 class Stacks(Strict):
     """The software stacks' costs (models/stacks.yaml), shared by every profile.
 
@@ -127,6 +156,7 @@ class Stacks(Strict):
     digests: Digests
     tls: Tls
     interrupts: Interrupts
+    contention: Contention
     paths: Paths | None = None
     calibration: dict[str, Any] = Field(default_factory=dict)
 

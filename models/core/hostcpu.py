@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sanlab.models.core import closed
+from sanlab.models.core import closed, contention
 from sanlab.models.core.profile import Nic, Profile
 from sanlab.models.core.stations import Point, Station, connections, desk, packet_batch, throughput_bound
 
@@ -109,7 +109,7 @@ def host_desks(
     packets: int,
     parts: tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]],
     others: list[Station],
-) -> tuple[list[Station], list[Station]]:
+) -> tuple[list[Station], list[Station], dict[str, float]]:
     """Each host's cores, one pool for all its work, shared by the I/Os batched together.
 
     Alone in flight, an I/O's packets each take a pass through the TCP stack
@@ -148,8 +148,30 @@ def host_desks(
     # the rest of each pass an I/O waits out (its share of the pass is CPU, the rest is not)
     init_wait = (work.tx + work.irq * (not point.poll)) * (1 - 1 / job) + work.rx * (1 - 1 / flow)
     tgt_wait = (work.kcycles + work.irq * (not work.tgt_polled)) * (1 - 1 / flow)
-    return mine + _batch_wait("initiator", init_wait / prof.initiator.stack_ghz), theirs + _batch_wait(
-        "target", tgt_wait / prof.target.stack_ghz
+    mine = mine + _batch_wait("initiator", init_wait / prof.initiator.stack_ghz)
+    theirs = theirs + _batch_wait("target", tgt_wait / prof.target.stack_ghz)
+    return _contended(point, prof, others, mine, theirs)
+
+
+def _contended(
+    point: Point, prof: Profile, others: list[Station], mine: list[Station], theirs: list[Station]
+) -> tuple[list[Station], list[Station], dict[str, float]]:
+    """Each host's desks with what its busy cores' contention adds to an I/O (``contention``),
+    and the busy cores without it (what ``sanlab calibrate`` records of the fitted rows)."""
+    busy = contention.busy_cores(
+        [*others, *mine, *theirs],
+        point.outstanding,
+        {"initiator": point.initiators, "target": 1},
+        {"initiator": prof.initiator.cores, "target": prof.target.cores},
+    )
+    init_us = (
+        contention.extra_kcycles(prof.contention, "initiator", busy["initiator"]) / prof.initiator.stack_ghz
+    )
+    tgt_us = contention.extra_kcycles(prof.contention, "target", busy["target"]) / prof.target.stack_ghz
+    return (
+        contention.contended(mine, "initiator", init_us),
+        contention.contended(theirs, "target", tgt_us),
+        busy,
     )
 
 

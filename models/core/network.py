@@ -13,7 +13,7 @@ them and ``mva`` solves them analytically.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sanlab.models.core.costs import StackCost, stack_cost
 from sanlab.models.core.hostcpu import host_desks
@@ -55,6 +55,9 @@ class Network:
     # What one I/O (one piece of a split one) puts on the wire, message by message, and
     # the round trips it waits for: the ladder the golden captures check (tests/test_golden).
     recipe: Recipe | None = None
+    # Cores of each host ('initiator', 'target') its I/O work keeps busy before contention
+    # (models/core/contention.py): what `sanlab calibrate --write` records of the fitted rows.
+    busy_cores: dict[str, float] = field(default_factory=dict)
 
     @property
     def spinning_pct(self) -> float:
@@ -132,7 +135,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
     cost = stack_cost(prof, stack, point.transport)
     r = recipe(point.transport, point.rw, point.bs, _protocol(prof, stack, point))
     wire = wire_cost(r, point.fabric, mtu)
-    stations = _stations(point, prof, nic, stack, cost, wire, r, mtu)
+    stations, busy = _stations(point, prof, nic, stack, cost, wire, r, mtu)
     return Network(
         point=point,
         stations=tuple(s for s in stations if s.demand_us > 0),
@@ -143,6 +146,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         recipe=r,
         initiator_cores=prof.initiator.cores * point.initiators,  # CPU % is the average initiator's
         target_cores=prof.target.cores,
+        busy_cores=busy,
     )
 
 
@@ -269,8 +273,9 @@ def _stations(
     wire: WireCost,
     r: Recipe,
     mtu: int,
-) -> list[Station]:
-    """The desks one I/O visits, in order, with their clerks and demands."""
+) -> tuple[list[Station], dict[str, float]]:
+    """The desks one I/O visits, in order, with their clerks and demands, and the cores each
+    host's I/O work keeps busy (``hostcpu.host_desks``)."""
     n = point.initiators
     rate_bits_per_us = data_rate_gbps(point.fabric, point.link_gbps) * 1000
     backend = prof.backends[point.backend or prof.default_backend]
@@ -292,9 +297,9 @@ def _stations(
         _fixed(point, prof, nic, stack, r.round_trips, fill),
     ]
     parts = _cpu_parts(point, prof, stack, cost, len(r.messages))
-    mine, theirs = host_desks(point, prof, nic, stack, packets, parts, others)
+    mine, theirs, busy = host_desks(point, prof, nic, stack, packets, parts, others)
     at = len(out)
-    return [*mine, *others[:at], *theirs, *others[at:]]
+    return [*mine, *others[:at], *theirs, *others[at:]], busy
 
 
 def host_packets(point: Point, nic: Nic, wire: WireCost) -> int:

@@ -30,6 +30,7 @@ from sanlab.models.core.costs import (
     CYCLES_PER_BYTE_MAX,
     KCYCLES_MAX,
     US_MAX,
+    Contention,
     Digests,
     Interrupts,
     StackCost,
@@ -242,6 +243,7 @@ class Profile(Strict):
     digests: Digests
     tls: Tls
     interrupts: Interrupts
+    contention: Contention
     calibration: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("protocol")

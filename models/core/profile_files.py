@@ -227,8 +227,22 @@ _STACKS: dict[str, Stacks] = {}
 def load_stacks() -> Stacks:
     """The stacks' costs: models/stacks.yaml with its fitted values (stacks.fit.yaml) laid over."""
     if "" not in _STACKS:
-        _STACKS[""] = parse_stacks(apply_fit(read_yaml(STACKS_FILE), STACKS_FILE), str(STACKS_FILE))
+        data = apply_fit(read_yaml(STACKS_FILE), STACKS_FILE)
+        _STACKS[""] = parse_stacks(with_fitted_busy_cores(data), str(STACKS_FILE))
     return _STACKS[""]
+
+
+def with_fitted_busy_cores(data: Any) -> Any:
+    """The stacks with the busy cores the joint fit's rows reached on each side (stacks.fit.yaml's
+    ``busy_cores``, written by ``sanlab calibrate --write``): where contention starts to cost more
+    than the fitted costs already carry (``costs.Contention``)."""
+    fitted = fit_path(STACKS_FILE)
+    document = read_fit(fitted) if os.path.lexists(fitted) else None
+    busy = document.get("busy_cores") if isinstance(document, dict) else None
+    if isinstance(data, dict) and isinstance(data.get("contention"), dict) and isinstance(busy, dict):
+        reached = {f"{side}_from": busy[side] for side in ("initiator", "target") if side in busy}
+        data["contention"] = dict(data["contention"], **reached)
+    return data
 
 
 def parse_stacks(data: Any, source: str) -> Stacks:
@@ -262,6 +276,7 @@ def with_stacks(data: Any, stacks: Stacks, own_app: bool = False) -> Any:
     data.setdefault("digests", stacks.digests.model_dump())
     data.setdefault("tls", stacks.tls.model_dump())
     data.setdefault("interrupts", stacks.interrupts.model_dump())
+    data.setdefault("contention", stacks.contention.model_dump())
     return data
 
 

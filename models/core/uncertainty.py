@@ -243,8 +243,9 @@ class Spread:
     a limit's low end falls inside the range, the range reaches down to it.
     ``ceiling``: the wire's bound over the point, which no IOPS passes.
     ``shift_low``/``shift_high``: how far the physics candidates the data
-    leave open move the point (``candidate_shifts``); zero where a fitted row
-    shares the point's regime, since the fit then chose among them.
+    leave open move the point (``candidate_shifts``); where a fitted row
+    shares the point's regime the fit chose among them, and only contention
+    past the fitted rows' busiest hosts is left open.
     """
 
     sigma: float
@@ -365,24 +366,41 @@ def unfitted_priors(posterior: Posterior) -> dict[str, tuple[float, float]]:
     }
 
 
-def _alternatives(posterior: Posterior | None) -> list[list[tuple[str, float]]]:
+# Physics no fitted row pins in any regime: contention past the busiest host a fitted row had
+# (models/core/contention.py).  Every point whose hosts are busier than that spans its prior.
+CONTENTION = "stacks.contention.cycles_per_busy_core"
+
+
+def _alternatives(posterior: Posterior | None, pinned: bool) -> list[list[tuple[str, float]]]:
     """Each alternative to try: every combination of ``VARIANTS``, then each prior no fit takes at
-    either end of its range (alone: its range is already a 95 % one)."""
+    either end of its range (alone: its range is already a 95 % one); where a fitted row shares
+    the point's regime (``pinned``), only contention's prior."""
+    priors = unfitted_priors(posterior) if posterior is not None else {}
+    if pinned:
+        return [[(f"prior:{CONTENTION}", end)] for end in priors.get(CONTENTION, ())]
     choices = [[(field, v) for v in (None, *values)] for field, values in VARIANTS.items()]
     out = [[(f, v) for f, v in combo if v is not None] for combo in itertools.product(*choices)]
-    priors = unfitted_priors(posterior) if posterior is not None else {}
     out += [[(f"prior:{name}", end)] for name, ends in priors.items() for end in ends]
     return [alternative for alternative in out if alternative]
 
 
-def candidate_shifts(point: Point, profile: Profile) -> tuple[float, float]:
+def past_fitted_busy_cores(point: Point, profile: Profile) -> bool:
+    """Whether a host of the point keeps more cores busy than the fitted rows' busiest did."""
+    busy = build(point, profile).busy_cores
+    return any(busy.get(side, 0.0) > profile.contention.start(side) for side in ("initiator", "target"))
+
+
+def candidate_shifts(point: Point, profile: Profile, pinned: bool = False) -> tuple[float, float]:
     """How far below and above the fitted model the physics candidates (every combination of
     ``VARIANTS``, and each prior no fit takes at its range's ends) put the point's analytic log
-    IOPS: the spread of what the data leave open."""
+    IOPS: the spread of what the data leave open.  ``pinned``: a fitted row shares the point's
+    regime, and only contention, which no row pins past its hosts' busy cores, is open."""
+    if pinned and not past_fitted_busy_cores(point, profile):
+        return 0.0, 0.0
     base = math.log(mva_iops(point, profile))
     data = profile.model_dump(mode="json")
     low = high = 0.0
-    for alternative in _alternatives(load_posterior()):
+    for alternative in _alternatives(load_posterior(), pinned):
         changed = copy.deepcopy(data)
         moved = [
             _set_prior(changed, field.removeprefix("prior:"), v)
@@ -430,7 +448,6 @@ def widths(
         half = Z95 * total_sigma(0.0, error)
         return Widths(half, half)
     spread = point_spread(point, profile, posterior, math.log(iops))
-    if fitted is False:
-        low, high = candidate_shifts(point, profile)
-        spread = replace(spread, shift_low=low, shift_high=high)
+    low, high = candidate_shifts(point, profile, pinned=fitted is not False)
+    spread = replace(spread, shift_low=low, shift_high=high)
     return Widths(*spread.half_widths(error))
