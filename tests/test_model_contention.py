@@ -13,6 +13,7 @@ import pytest
 from sanlab.models.calibration.calibrate import CellError
 from sanlab.models.calibration.calibrate_studies import busiest_hosts, load_studies
 from sanlab.models.core import mva
+from sanlab.models.core.budget import HOPS
 from sanlab.models.core.contention import extra_kcycles
 from sanlab.models.core.costs import BUSY_CORES_MAX, Contention
 from sanlab.models.core.network import Point, build, with_cores
@@ -52,6 +53,7 @@ def test_past_them_each_busy_core_adds_its_cycles_to_the_ios_own_cores():
     assert extra_kcycles(profile.contention, "initiator", busy) == pytest.approx(want)
     (desk,) = [s for s in net.stations if any(hop == "initiator-contention" for hop, _ in s.parts)]
     assert desk.name == "initiator-cpu"
+    assert "contention" in HOPS["initiator-contention"]  # a budget names the hop
     assert dict(desk.parts)["initiator-contention"] == pytest.approx(want / profile.initiator.stack_ghz)
 
 

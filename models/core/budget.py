@@ -26,6 +26,7 @@ HOPS = {
     "initiator-tcp-tx": "TCP's transmit path, on the job's core (nics: host_kcycles_per_packet)",
     "initiator-softirq": "the NIC's receive softirq: driver, GRO, IP, TCP (nics: host_kcycles_per_packet)",
     "initiator-irq": "the completion interrupt and the job's wake-up, on its core (stacks: interrupts)",
+    "initiator-contention": "waits on lines its busy cores share, past the fitted rows (stacks: contention)",
     # (under load, packets are batched and share that cost: nics' batch_window_us; never at QD 1)
     "link-out": "serialisation towards the target (link rate, wire bytes)",
     "initiator-ports-tx": "serialisation out of the initiators' switch ports",
@@ -38,6 +39,7 @@ HOPS = {
     "target-tcp-tx": "the target's TCP transmit path, on the queue's core (nics: host_kcycles_per_packet)",
     "target-softirq": "the target NIC's receive softirq (nics: host_kcycles_per_packet)",
     "target-irq": "the interrupt waking the target's thread, unless its stack polls (stacks: interrupts)",
+    "target-contention": "waits on lines its busy cores share, past the fitted rows (stacks: contention)",
     "nic-messages": "the NIC's work per message beyond the data's DMA (nics: msg_ns)",
     "device": "the backend's service: per I/O and per byte (backends)",
     "pcie": "DMA of the data across the target NIC's slot, beyond what the wire overlaps (nics: pcie_gbps)",
