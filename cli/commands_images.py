@@ -9,7 +9,7 @@ import sys
 import click
 
 from sanlab.emulator import images as guest_images
-from sanlab.emulator import snapshots
+from sanlab.emulator import siw_clean, snapshots
 from sanlab.emulator.qemu import qemu_binary, version_line
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
@@ -102,11 +102,18 @@ def _manifest(image: guest_images.Image) -> dict[str, object]:
 @images.command("clean")
 @click.option("--all", "everything", is_flag=True, help="Also remove the current image.")
 def images_clean(everything: bool) -> None:
-    """Remove images no recipe uses any more (and dead half-builds)."""
-    for path in guest_images.clean_images(everything, note=lambda line: click.echo(line, err=True)):
+    """Remove images no recipe uses any more (and dead half-builds), and the siw modules and
+    packages compiled for images that are gone."""
+    for path in guest_images.clean_images(everything, note=_note):
+        click.echo(f"removed {path}")
+    for path in siw_clean.clean_siw([image for image, _ in guest_images.list_images()], note=_note):
         click.echo(f"removed {path}")
     for path in snapshots.clean_snapshots(guest_images.current_keys(), _qemu_line(), everything):
         click.echo(f"removed snapshot {path}")
+
+
+def _note(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def _qemu_line() -> str | None:

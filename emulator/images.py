@@ -35,7 +35,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.reading import load_json, typed
 from sanlab.scenarios.registry import DEFAULT_GUEST, GUESTS
 from sanlab.scenarios.schema import KernelGuest
-from sanlab.scenarios.writing import open_lock, open_stream, rename_into_place, write_file
+from sanlab.scenarios.writing import open_lock, open_stream, remove_listed, rename_into_place, write_file
 from sanlab.scenarios.yamlfile import load_yaml
 
 # What every guest's image is made of besides its own recipe (and the recipe it extends).
@@ -252,14 +252,7 @@ def _whose(path: Path) -> str | None:
 def _remove_ours(path: Path) -> list[str]:
     """Unlink the files a build writes in ``path`` (a link is never followed), then the folder
     if nothing else is left; returns the names of what is left."""
-    for name in (*IMAGE_FILES, BUILD_MARK):
-        entry = path / name
-        if entry.is_symlink() or entry.is_file():
-            entry.unlink()
-    left = sorted(entry.name for entry in path.iterdir())
-    if not left:
-        path.rmdir()
-    return left
+    return remove_listed(path, (*IMAGE_FILES, BUILD_MARK))
 
 
 def _pid_alive(build_dir_name: str) -> bool:

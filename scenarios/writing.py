@@ -334,3 +334,17 @@ def copy_file(source: Path, path: Path, *, exists: Exists = "replace", what: str
     except OSError as exc:
         raise SanlabError(f"{source}: cannot read it ({exc.strerror})") from None
     write_file(path, data, exists=exists, what=what)
+
+
+def remove_listed(folder: Path, names: tuple[str, ...]) -> list[str]:
+    """Unlink the files named ``names`` that sanlab wrote in ``folder`` (a link is unlinked, never
+    followed; a folder of that name stays), then ``folder`` itself if nothing else is left.
+    Returns the names of what is left: anything sanlab did not write stays."""
+    for name in names:
+        entry = folder / name
+        if entry.is_symlink() or entry.is_file():
+            entry.unlink()
+    left = sorted(entry.name for entry in folder.iterdir())
+    if not left:
+        folder.rmdir()
+    return left
