@@ -132,6 +132,21 @@ class FaultedRun:
         ratio = (during / (window.up - window.down)) / (before / (window.down - first))
         return round(max(0.0, 100 * (1 - ratio)), 1)
 
+    def missed(self) -> str | None:
+        """Why the faults tested nothing: the workload's own I/O had all completed before the
+        first fault began (a fast machine's verified write, a fault timed too late); None when
+        I/O was still completing once it began, or when no completion was logged."""
+        if not self.windows or not self.completions:
+            return None
+        early = self.windows[0].down - max(self.completions)
+        if early <= 0:
+            return None
+        return (
+            f"the workload's last I/O completed {early:.2f} s before the fault began, so the fault"
+            " was tested against no I/O: give the workload more to do (verify_size, runtime)"
+            " or the fault an earlier 'at'"
+        )
+
     def recovery_s(self) -> float | None:
         """Seconds from the end of the last fault to the first I/O completed after it."""
         if not self.windows:

@@ -39,6 +39,8 @@ class FioRun:
     failover_s: float | None = None
     dip_pct: float | None = None
     failback_s: float | None = None
+    # Why the point's faults tested nothing (FaultedRun.missed): an error, not a pass.
+    missed: str | None = None
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -78,6 +80,7 @@ def _run_fio(
         run.failover_s(),
         run.dip_pct(),
         run.failback_s(),
+        run.missed(),
     )
 
 
@@ -119,7 +122,7 @@ def run_point(
         return point_record(base, p, error=detail, verify="fail" if verify else "off")
     bad_blocks = verify_failures(result.stderr)
     check = judge(job, result.rc, fio, bad_blocks)
-    problem = check.problem
+    problem = check.problem or result.missed
     if problem and (result.rc != 0 or fio.error != 0 or fio.io_errors or bad_blocks):
         problem += _evidence(result, initiator, target)
     return point_record(

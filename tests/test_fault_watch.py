@@ -237,4 +237,18 @@ def test_a_verified_writes_read_back_is_not_counted_as_its_io(tmp_path):
     reads = faults.completion_times(log, faults.directions("randread"))
     assert len(writes) == len(reads) == 64 and max(writes) <= min(reads)
     after_the_writes = faults.Window(down=max(writes) + 0.001, up=max(writes) + 0.002)
-    assert faults.FaultedRun("{}", 0, "", [after_the_writes], writes).recovery_s() is None
+    run = faults.FaultedRun("{}", 0, "", [after_the_writes], writes)
+    assert run.recovery_s() is None
+    # nor is the point a pass: its fault met none of the workload's I/O
+    assert run.missed() is not None and "tested against no I/O" in (run.missed() or "")
+    during_the_writes = faults.Window(down=min(writes), up=max(writes) + 0.002)
+    assert faults.FaultedRun("{}", 0, "", [during_the_writes], writes).missed() is None
+
+
+def test_a_fault_that_met_no_io_says_how_early_the_io_ended():
+    window = faults.Window(down=110.0, up=113.0)
+    early = faults.FaultedRun("{}", 0, "", [window], [100.0, 101.0, 108.75])
+    assert "1.25 s before the fault began" in (early.missed() or "")
+    assert faults.FaultedRun("{}", 0, "", [window], [100.0, 110.5]).missed() is None  # I/O met it
+    assert faults.FaultedRun("{}", 0, "", [window], []).missed() is None  # no log: not judged here
+    assert faults.FaultedRun("{}", 0, "", [], [100.0]).missed() is None  # no fault
