@@ -81,7 +81,7 @@ def test_both_initiators_ride_out_the_targets_port_going_down(guest_image, tmp_p
     assert run.stderr.count("link t-s1 down for 3s") == 2  # once a point, not once an initiator
     records = _ridden_out(out, ("nvme-tcp", "nvme-rdma"))
     for one in records[0:2] + records[3:5]:
-        assert one["verified_bytes"] == 8 << 20, one
+        assert one["verified_bytes"] == 16 << 20, one
 
 
 def test_the_link_doctor_checks_a_switch_port_across_the_switch(tmp_path):

@@ -25,7 +25,7 @@ links:
 targets:
   - {name: nvme-tcp, host: target, stack: nvmet, transport: nvme-tcp, size: 32m}
 workloads:
-  - {name: pull, rw: randwrite, bs: 4k, iodepth: 4, verify: crc32c, verify_size: 1m}
+  - {name: pull, rw: randwrite, bs: 4k, iodepth: 4, verify: crc32c, verify_size: 8m}
 faults:
   - {at: 1s, link: roce, action: down, for: 2s}
 projections:
