@@ -14,7 +14,7 @@ from sanlab.models.calibration.calibrate import CellError
 from sanlab.models.calibration.calibrate_studies import busiest_hosts, load_studies
 from sanlab.models.core import mva
 from sanlab.models.core.budget import HOPS
-from sanlab.models.core.contention import extra_kcycles
+from sanlab.models.core.contention import extra_kcycles, past_fitted
 from sanlab.models.core.costs import BUSY_CORES_MAX, Contention
 from sanlab.models.core.network import Point, build, with_cores
 from sanlab.models.core.priors import load_priors
@@ -118,3 +118,17 @@ def test_a_fit_being_made_leaves_its_own_rows_without_contention():
     what its rows' hosts spent on it."""
     fresh = Contention(cycles_per_busy_core=20)
     assert fresh.start("initiator") == fresh.start("target") == BUSY_CORES_MAX
+
+
+def test_a_projection_busier_than_the_fitted_rows_says_so_in_its_note():
+    """A number off every table says so: past the fitted rows' busiest hosts, contention is a
+    prior's, and the record's note names the side and both counts."""
+    from sanlab.models.core.project import project_point
+
+    within, past = build(WITHIN), build(PAST)
+    assert past_fitted(within.busy_cores, within.fitted_busy_cores) is None
+    said = past_fitted(past.busy_cores, past.fitted_busy_cores)
+    assert said is not None and said.startswith("extrapolated: the initiator keeps 23.")
+    assert "target" not in said  # its target is within the fitted rows' busiest
+    note = project_point(PAST).note or ""
+    assert note.count("extrapolated:") == 1 and "contention between its cores" in note

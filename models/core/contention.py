@@ -62,3 +62,19 @@ def contended(stations: list[Station], side: str, extra_us: float) -> list[Stati
             done = True
         out.append(s)
     return out
+
+
+def past_fitted(busy: dict[str, float], fitted: dict[str, float]) -> str | None:
+    """What a projection whose hosts are busier than any fitted row's says of it: its contention
+    is the prior's, never measured (the range spans the prior); None within the fitted rows'."""
+    over = [
+        f"the {side} keeps {busy[side]:.1f} cores busy (fitted rows: at most {fitted[side]:.1f})"
+        for side in SIDES
+        if side in busy and side in fitted and busy[side] > fitted[side]
+    ]
+    if not over:
+        return None
+    return (
+        f"extrapolated: {' and '.join(over)}; contention between its cores there is a prior's,"
+        " never measured, and the range spans it"
+    )

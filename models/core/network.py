@@ -58,6 +58,8 @@ class Network:
     # Cores of each host ('initiator', 'target') its I/O work keeps busy before contention
     # (models/core/contention.py): what `sanlab calibrate --write` records of the fitted rows.
     busy_cores: dict[str, float] = field(default_factory=dict)
+    # The most any fitted row's hosts kept busy, per side: past them contention is a prior's.
+    fitted_busy_cores: dict[str, float] = field(default_factory=dict)
 
     @property
     def spinning_pct(self) -> float:
@@ -147,6 +149,7 @@ def build(point: Point, profile: Profile | None = None) -> Network:
         initiator_cores=prof.initiator.cores * point.initiators,  # CPU % is the average initiator's
         target_cores=prof.target.cores,
         busy_cores=busy,
+        fitted_busy_cores={side: prof.contention.start(side) for side in busy},
     )
 
 

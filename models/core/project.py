@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 
+from sanlab.models.core.contention import past_fitted
 from sanlab.models.core.machine import point_facts
 from sanlab.models.core.network import Network, Point, build
 from sanlab.models.core.profile_files import load_profile
@@ -197,10 +198,20 @@ def projected_record(
         regime_fitted=fitted,
         seed=seed,
         initiators=point.initiators if point.initiators > 1 else None,
-        note=past(point, bw_mibps),
+        note=_notes(past(point, bw_mibps), past_fitted(net.busy_cores, net.fitted_busy_cores)),
         machine=machine,
         backend=backend,
     )
+
+
+def _notes(*notes: str | None) -> str | None:
+    """A record's notes in one: each edge of the tables it crossed, the first's 'extrapolated:'
+    said once."""
+    said = [n for n in notes if n]
+    if not said:
+        return None
+    rest = [n.removeprefix("extrapolated: ") for n in said[1:]]
+    return "; ".join([said[0], *rest])
 
 
 def _round2(value: float | None) -> float | None:

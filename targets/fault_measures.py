@@ -1,0 +1,106 @@
+"""What a faulted fio run did, measured from its completions against the faults' windows.
+
+The run itself (fio in the background, the faults on its timeline) is ``faults``; this is
+what its record says of it: how long I/O took to come back, to move to another path, to
+use every path again, how far throughput fell, and whether the faults met any I/O at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+
+@dataclass(frozen=True)
+class Window:
+    """When the cable was out, on the initiator's clock (epoch seconds)."""
+
+    down: float
+    up: float
+    # Multipath: when every path was in use again after it (None: not timed, or never).
+    restored: float | None = None
+
+
+@dataclass(frozen=True)
+class FaultedRun:
+    """What fio said, and what the faults did while it ran."""
+
+    output: str  # fio's JSON
+    exit_code: int
+    stderr: str
+    windows: list[Window]
+    # Every completion time of the workload's own direction (initiator's clock, epoch seconds):
+    # a verified write's read-back is the check, not the workload, as in fio.parse's IOPS.
+    completions: list[float]
+    # The quiet stretch before a cable's return that still counts as I/O flowing over the
+    # other path (a slow emulated I/O takes a second or so).
+    TAIL_S: ClassVar[float] = 2.0
+
+    def failover_s(self) -> float | None:
+        """The longest stall of I/O while the cable was out, when I/O completed again before it
+        came back (over another path); None when nothing completed while it was out, or when
+        the I/O that did complete then stopped until the cable came back (the in-flight
+        I/O of the moment it was pulled, not a failover).  A job that finished while the
+        cable was out failed over: its quiet end is no stall.
+
+        Measured from the last completion before the cable went, so it is
+        the time multipath took to move the I/O to the path that was left.
+        """
+        if not self.windows:
+            return None
+        window = self.windows[-1]
+        during = sorted(c for c in self.completions if window.down <= c < window.up)
+        if not during:
+            return None
+        before = [c for c in self.completions if c < window.down]
+        stamps = [max(before, default=window.down), *during]
+        longest = max(b - a for a, b in zip(stamps, stamps[1:], strict=False))
+        resumed = any(c >= window.up for c in self.completions)  # fio still ran when the cable came back
+        if resumed and window.up - during[-1] > max(longest, self.TAIL_S):
+            return None  # the I/O stopped again and waited for the cable
+        return round(longest, 3)
+
+    def failback_s(self) -> float | None:
+        """Seconds from the last fault's end to every path being in use again (multipath)."""
+        if not self.windows or self.windows[-1].restored is None:
+            return None
+        return round(self.windows[-1].restored - self.windows[-1].up, 3)
+
+    def dip_pct(self) -> float | None:
+        """How far throughput fell while the cable was out: 100 x (1 - the completion rate
+        during the outage / the rate before it).  100 means no I/O completed at all; None
+        when there is no rate before the fault to compare with.
+        """
+        if not self.windows or not self.completions:
+            return None
+        window = self.windows[0]
+        first = min(self.completions)
+        before = sum(1 for c in self.completions if c < window.down)
+        if before < 2 or window.down - first <= 0 or window.up <= window.down:
+            return None
+        during = sum(1 for c in self.completions if window.down <= c < window.up)
+        ratio = (during / (window.up - window.down)) / (before / (window.down - first))
+        return round(max(0.0, 100 * (1 - ratio)), 1)
+
+    def missed(self) -> str | None:
+        """Why the faults tested nothing: the workload's own I/O had all completed before the
+        first fault began (a fast machine's verified write, a fault timed too late); None when
+        I/O was still completing once it began, or when no completion was logged."""
+        if not self.windows or not self.completions:
+            return None
+        early = self.windows[0].down - max(self.completions)
+        if early <= 0:
+            return None
+        return (
+            f"the workload's last I/O completed {early:.2f} s before the fault began, so the fault"
+            " was tested against no I/O: give the workload more to do (verify_size, runtime)"
+            " or the fault an earlier 'at'"
+        )
+
+    def recovery_s(self) -> float | None:
+        """Seconds from the end of the last fault to the first I/O completed after it."""
+        if not self.windows:
+            return None
+        up = self.windows[-1].up
+        after = [c for c in self.completions if c >= up]
+        return round(min(after) - up, 3) if after else None
