@@ -109,6 +109,8 @@ def test_the_committed_busy_cores_are_the_fitted_rows_busiest(calibration_dir):
                 busy = build(row.point, profile).busy_cores
                 reached = {side: max(reached[side], busy[side]) for side in reached}
     assert committed == pytest.approx(reached, abs=0.01)
+    # rounded up: the busiest fitted row itself pays no contention, nor carries the note
+    assert all(reached[side] <= committed[side] for side in reached)
     # and the committed model reads them
     assert load_profile("modern-100g").contention.start("initiator") == committed["initiator"]
 
@@ -129,6 +131,7 @@ def test_a_projection_busier_than_the_fitted_rows_says_so_in_its_note():
     assert past_fitted(within.busy_cores, within.fitted_busy_cores) is None
     said = past_fitted(past.busy_cores, past.fitted_busy_cores)
     assert said is not None and said.startswith("extrapolated: the initiator keeps 23.")
+    assert "(fitted rows: at most 16.96)" in said
     assert "target" not in said  # its target is within the fitted rows' busiest
     note = project_point(PAST).note or ""
     assert note.count("extrapolated:") == 1 and "contention between its cores" in note

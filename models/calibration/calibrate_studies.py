@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import multiprocessing
 import os
 from collections.abc import Callable, Iterator
@@ -431,9 +432,10 @@ def reaching(fit: Fit, busy: dict[str, float]) -> Fit:
 
 def busiest_hosts(cells: list[CellError]) -> dict[str, float]:
     """The most cores any fitted row's initiator and target kept busy: past them, each I/O pays for
-    contention the fitted costs do not carry (costs.Contention, models/core/contention.py)."""
+    contention the fitted costs do not carry (costs.Contention, models/core/contention.py).
+    Rounded up, to the hundredth stacks.fit.yaml keeps, so the busiest row is never past it."""
     return {
-        side: round(max(1.0, *(c.busy_cores.get(side, 0.0) for c in cells)), 2)
+        side: math.ceil(100 * max(1.0, *(c.busy_cores.get(side, 0.0) for c in cells))) / 100
         for side in ("initiator", "target")
     }
 

@@ -68,7 +68,7 @@ def past_fitted(busy: dict[str, float], fitted: dict[str, float]) -> str | None:
     """What a projection whose hosts are busier than any fitted row's says of it: its contention
     is the prior's, never measured (the range spans the prior); None within the fitted rows'."""
     over = [
-        f"the {side} keeps {busy[side]:.1f} cores busy (fitted rows: at most {fitted[side]:.1f})"
+        f"the {side} keeps {busy[side]:.2f} cores busy (fitted rows: at most {fitted[side]:.2f})"
         for side in SIDES
         if side in busy and side in fitted and busy[side] > fitted[side]
     ]
