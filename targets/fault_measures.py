@@ -83,17 +83,19 @@ class FaultedRun:
         return round(max(0.0, 100 * (1 - ratio)), 1)
 
     def missed(self) -> str | None:
-        """Why the faults tested nothing: the workload's own I/O had all completed before the
-        first fault began (a fast machine's verified write, a fault timed too late); None when
-        I/O was still completing once it began, or when no completion was logged."""
+        """Why a fault tested nothing: the workload's own I/O had all completed before the last
+        fault began (a fast machine's verified write, a fault timed too late); None when I/O was
+        still completing once it began (so at every earlier one too), or when no completion was
+        logged."""
         if not self.windows or not self.completions:
             return None
-        early = self.windows[0].down - max(self.completions)
+        early = self.windows[-1].down - max(self.completions)
         if early <= 0:
             return None
+        which = "the fault" if len(self.windows) == 1 else "the last fault"
         return (
-            f"the workload's last I/O completed {early:.2f} s before the fault began, so the fault"
-            " was tested against no I/O: give the workload more to do (verify_size, runtime)"
+            f"the workload's last I/O completed {early:.2f} s before {which} began, so it was"
+            " tested against no I/O: give the workload more to do (verify_size, runtime)"
             " or the fault an earlier 'at'"
         )
 

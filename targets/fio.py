@@ -41,6 +41,10 @@ class FioJob:
     # Where the first job's region starts: initiators sharing one LUN each
     # write their own stretch of it, so none overwrites what another verifies.
     first_offset: int = 0
+    # Under faults, a verified job's own I/O is spread over at least this many seconds (fio's
+    # rate_iops, in the workload's direction only), so that it still runs when the last fault
+    # begins however fast the host: a fault that meets no I/O tests nothing (faults' missed).
+    paced_s: float = 0.0
 
     def _common(self, name: str) -> list[str]:
         return [
@@ -73,12 +77,24 @@ class FioJob:
         if self.verify:
             # Bounded by size, never by runtime: every block written is read back.
             fatal = "--verify_fatal=0" if self.tolerant else "--verify_fatal=1"
-            return args + self._regions() + ["--verify=crc32c", "--do_verify=1", fatal]
+            return args + self._regions() + ["--verify=crc32c", "--do_verify=1", fatal, *self._pace()]
         return args + [
             f"--size={self.verify_size}",
             f"--runtime={max(1, round(self.runtime_s))}",
             "--time_based=1",
         ]
+
+    def _pace(self) -> list[str]:
+        """fio's cap on each job's rate that spreads its blocks over ``paced_s``: reads, writes
+        or both as the workload does them (``rate_iops=READS,WRITES``; an empty side is
+        unpaced), so a verified write's read-back runs at full speed."""
+        if self.paced_s <= 0:
+            return []
+        rate = max(1, int(self.covered_bytes / self.numjobs / self.bs / self.paced_s))
+        mixed = self.rw in ("rw", "readwrite", "randrw")
+        reads = str(rate) if mixed or "read" in self.rw else ""
+        writes = str(rate) if mixed or "write" in self.rw else ""
+        return [f"--rate_iops={reads},{writes}"]
 
     def fill_argv(self) -> list[str]:
         """For a verified read: write each job's region first, with verify headers."""

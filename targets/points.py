@@ -111,7 +111,16 @@ def fio_job(p: Point, device: str) -> FioJob:
     return FioJob(device, p.rw, p.bs, p.iodepth, p.numjobs, p.workload.runtime, verify, verify_size(p))
 
 
+# How long a faulted, verified job's I/O goes on past its last fault's start, at the least.
+PACE_PAST_S = 1.0
+
+
 def job_for(p: Point, device: str, share: int = 0) -> FioJob:
-    """Point ``p``'s job for the ``share``-th initiator of its target: its own stretch of the LUN."""
+    """Point ``p``'s job for the ``share``-th initiator of its target: its own stretch of the LUN.
+    Under faults a verified job is paced to run until a second past its last fault's start (an
+    I/O in flight then completes only once the fault is over), however fast the host."""
     job = fio_job(p, device)
-    return replace(job, tolerant=bool(p.faults), first_offset=share * p.numjobs * job.verify_size)
+    paced = max(f.at for f in p.faults) + PACE_PAST_S if p.faults and job.verify else 0.0
+    return replace(
+        job, tolerant=bool(p.faults), first_offset=share * p.numjobs * job.verify_size, paced_s=paced
+    )

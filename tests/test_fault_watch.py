@@ -252,3 +252,26 @@ def test_a_fault_that_met_no_io_says_how_early_the_io_ended():
     assert faults.FaultedRun("{}", 0, "", [window], [100.0, 110.5]).missed() is None  # I/O met it
     assert faults.FaultedRun("{}", 0, "", [window], []).missed() is None  # no log: not judged here
     assert faults.FaultedRun("{}", 0, "", [], [100.0]).missed() is None  # no fault
+    # two faults: I/O met the first and ended before the second, which tested nothing
+    second = faults.Window(down=120.0, up=123.0)
+    late = faults.FaultedRun("{}", 0, "", [window, second], [100.0, 110.5, 114.0])
+    assert "6.00 s before the last fault began" in (late.missed() or "")
+
+
+def test_a_faulted_verified_job_is_paced_past_its_last_faults_start():
+    """However fast the host, the verified blocks are spread until a second past the last fault's
+    start: in the workload's direction only, so a write's read-back runs at full speed."""
+    from dataclasses import replace
+
+    from sanlab.scenarios.loader import load_scenario
+    from sanlab.targets.points import job_for, matrix
+    from support import SCENARIOS
+
+    burst = load_scenario(SCENARIOS / "burst.yaml")  # 16 MiB of 4 KiB writes; faults at 3 s and 8 s
+    point = matrix(burst)[0].points[0]
+    assert [f.at for f in point.faults] == [3.0, 8.0]
+    assert "--rate_iops=,455" in job_for(point, "/dev/x").argv()  # 4,096 blocks over 9 s
+    reads = replace(point, rw="randread")
+    assert "--rate_iops=455," in job_for(reads, "/dev/x").argv()
+    unfaulted = job_for(replace(point, faults=()), "/dev/x").argv()
+    assert not any(a.startswith("--rate_iops") for a in unfaulted)
