@@ -47,6 +47,7 @@ from sanlab.models.calibration.coverage import (
     unpinned_error,
 )
 from sanlab.models.core.metrics import mape
+from sanlab.models.core.paths import SIDES
 from sanlab.models.core.priors import Prior
 from sanlab.models.core.profile import Profile
 from sanlab.models.core.profile_files import (
@@ -435,8 +436,7 @@ def busiest_hosts(cells: list[CellError]) -> dict[str, float]:
     contention the fitted costs do not carry (costs.Contention, models/core/contention.py).
     Rounded up, to the hundredth stacks.fit.yaml keeps, so the busiest row is never past it."""
     return {
-        side: math.ceil(100 * max(1.0, *(c.busy_cores.get(side, 0.0) for c in cells))) / 100
-        for side in ("initiator", "target")
+        side: math.ceil(100 * max(1.0, *(c.busy_cores.get(side, 0.0) for c in cells))) / 100 for side in SIDES
     }
 
 

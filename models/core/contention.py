@@ -24,9 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sanlab.models.core.costs import Contention
+from sanlab.models.core.paths import SIDES
 from sanlab.models.core.stations import Station, throughput_bound
-
-SIDES = ("initiator", "target")
 
 
 def busy_cores(
@@ -64,13 +63,17 @@ def contended(stations: list[Station], side: str, extra_us: float) -> list[Stati
     return out
 
 
+def busier(busy: dict[str, float], fitted: dict[str, float]) -> list[str]:
+    """The sides whose host keeps more cores busy than the fitted rows' busiest did."""
+    return [side for side in SIDES if side in busy and side in fitted and busy[side] > fitted[side]]
+
+
 def past_fitted(busy: dict[str, float], fitted: dict[str, float]) -> str | None:
     """What a projection whose hosts are busier than any fitted row's says of it: its contention
     is the prior's, never measured (the range spans the prior); None within the fitted rows'."""
     over = [
         f"the {side} keeps {busy[side]:.2f} cores busy (fitted rows: at most {fitted[side]:.2f})"
-        for side in SIDES
-        if side in busy and side in fitted and busy[side] > fitted[side]
+        for side in busier(busy, fitted)
     ]
     if not over:
         return None

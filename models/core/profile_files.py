@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sanlab.models.core.cores import load_cores
 from sanlab.models.core.costs import Stacks
 from sanlab.models.core.params import set_param
+from sanlab.models.core.paths import SIDES
 from sanlab.models.core.profile import Profile
 from sanlab.scenarios.errors import Problem, SanlabError, ScenarioError
 from sanlab.scenarios.invalid import problems_from
@@ -240,7 +241,7 @@ def with_fitted_busy_cores(data: Any) -> Any:
     document = read_fit(fitted) if os.path.lexists(fitted) else None
     busy = document.get("busy_cores") if isinstance(document, dict) else None
     if isinstance(data, dict) and isinstance(data.get("contention"), dict) and isinstance(busy, dict):
-        reached = {f"{side}_from": busy[side] for side in ("initiator", "target") if side in busy}
+        reached = {f"{side}_from": busy[side] for side in SIDES if side in busy}
         data["contention"] = dict(data["contention"], **reached)
     return data
 

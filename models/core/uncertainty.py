@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from sanlab.models.core import mva
+from sanlab.models.core.contention import busier
 from sanlab.models.core.network import Point, build
 from sanlab.models.core.priors import load_priors
 from sanlab.models.core.profile import Profile
@@ -386,8 +387,8 @@ def _alternatives(posterior: Posterior | None, pinned: bool) -> list[list[tuple[
 
 def past_fitted_busy_cores(point: Point, profile: Profile) -> bool:
     """Whether a host of the point keeps more cores busy than the fitted rows' busiest did."""
-    busy = build(point, profile).busy_cores
-    return any(busy.get(side, 0.0) > profile.contention.start(side) for side in ("initiator", "target"))
+    net = build(point, profile)
+    return bool(busier(net.busy_cores, net.fitted_busy_cores))
 
 
 def candidate_shifts(point: Point, profile: Profile, pinned: bool = False) -> tuple[float, float]:
