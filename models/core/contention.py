@@ -21,25 +21,70 @@ which ``sanlab calibrate --write`` records).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
+from sanlab.models.core import closed
 from sanlab.models.core.costs import Contention
 from sanlab.models.core.paths import SIDES
-from sanlab.models.core.stations import Station, throughput_bound
+from sanlab.models.core.stations import Station
+
+# The fixed point's tolerance (a share of the rate, well under closed.SETTLED's spread over the
+# customers) and the most steps it may take.
+ROOT = 1e-12
+ROUNDS = 60
 
 
-def busy_cores(
-    stations: list[Station], customers: int, hosts: dict[str, int], cores: dict[str, int]
+def network_rate(stations: list[Station], customers: int) -> float:
+    """I/Os a microsecond the closed network of ``stations`` clears with ``customers`` in it, by
+    mean value analysis as ``mva.solve`` takes it (Seidmann's clerks, the delays summed)."""
+    delay = sum(s.demand_us for s in stations if s.kind == "delay")
+    extra, clerks = closed.seidmann((s.demand_us, s.servers) for s in stations if s.kind == "queue")
+    return closed.throughput(delay + extra, clerks, customers)
+
+
+def side_demands(stations: list[Station]) -> dict[str, float]:
+    """Each side's CPU work an I/O (its queue desks' demand, microseconds), before contention."""
+    return {
+        side: sum(s.demand_us for s in stations if s.side == side and s.kind == "queue") for side in SIDES
+    }
+
+
+def busy_at(
+    rate: float, demand: dict[str, float], hosts: dict[str, int], cores: dict[str, int]
 ) -> dict[str, float]:
-    """Cores each side's host keeps busy with the I/O path, without contention: its queue desks'
-    demand an I/O at the network's throughput bound, over its ``hosts`` alike, at most its
-    ``cores``."""
-    rate = throughput_bound(stations, customers)  # I/Os a microsecond, all hosts
-    out = {}
-    for side in SIDES:
-        demand = sum(s.demand_us for s in stations if s.side == side and s.kind == "queue")
-        out[side] = min(float(cores[side]), rate * demand / hosts[side])
-    return out
+    """Cores each side's host keeps busy with the I/O path's own work at ``rate`` I/Os a
+    microsecond (all hosts), over its ``hosts`` alike, at most its ``cores``."""
+    return {side: min(float(cores[side]), rate * demand[side] / hosts[side]) for side in SIDES}
+
+
+def settled(rate_under: Callable[[float], float], free: float) -> float:
+    """The rate the network clears under the contention of the load it carries: the root of
+    ``rate_under(x) = x``, where ``rate_under`` is the network's rate with the contention of
+    ``x`` I/Os a microsecond, falling as ``x`` grows, and ``free`` the rate without any.  The
+    root lies between ``rate_under(free)`` and ``free``; the Illinois method closes in on it
+    (regula falsi that halves a stuck end's weight) to ``ROOT``, so a network given more at
+    every load settles no lower."""
+    low = rate_under(free)
+    high, f_high = free, low - free  # rate_under(free) is low: no second solve
+    f_low = rate_under(low) - low  # >= 0: less load, less contention
+    if f_high >= 0 or f_low <= 0:
+        return high if f_high >= 0 else low
+    kept = 0  # +1: the low end moved last, -1: the high end
+    for _ in range(ROUNDS):
+        mid = (low * f_high - high * f_low) / (f_high - f_low)
+        f_mid = rate_under(mid) - mid
+        if abs(f_mid) <= ROOT * mid or high - low <= ROOT * high:
+            return mid
+        if f_mid > 0:
+            low, f_low = mid, f_mid
+            f_high = f_high / 2 if kept == 1 else f_high
+            kept = 1
+        else:
+            high, f_high = mid, f_mid
+            f_low = f_low / 2 if kept == -1 else f_low
+            kept = -1
+    return (low + high) / 2
 
 
 def extra_kcycles(contention: Contention, side: str, busy: float) -> float:

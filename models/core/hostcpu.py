@@ -50,7 +50,13 @@ RECEIVE_SHARE = 0.5
 
 
 def softirq_cores(
-    job_us: float, softirq_us: float, job_cores: int, cores: int, flows: int, customers: int
+    job_us: float,
+    softirq_us: float,
+    job_cores: int,
+    cores: int,
+    flows: int,
+    customers: int,
+    think_us: float = 0.0,
 ) -> int:
     """Cores one host's receive softirq runs on apart from its jobs' cores; 0: on theirs.
 
@@ -68,7 +74,10 @@ def softirq_cores(
     lose to together although its bound is higher: there the two are solved
     at the host's population (``closed``, as ``mva`` solves the network).  Taking the bound alone, a
     host with 11 jobs at QD 1 lost 0.03 % of its IOPS going from 10 cores to
-    20 (iSCSI, 2026-11-27).
+    20 (iSCSI, 2026-11-27).  The I/Os spend ``think_us`` of each round trip
+    elsewhere (the wire, the drive, the other host), so fewer of them are at
+    this host at once: solved without it, 7 iSCSI jobs at QD 1 took the
+    softirq apart on 14 cores and lost 0.06 % against 7 (2026-11-27).
     """
     spare = min(flows, cores - job_cores)
     if softirq_us <= 0 or spare < 1:
@@ -79,8 +88,10 @@ def softirq_cores(
         return 0
     if spare >= job_cores:
         return spare
-    alone = closed.throughput(*closed.seidmann([(job_us + softirq_us, job_cores)]), customers)
-    beside = closed.throughput(*closed.seidmann([(job_us, job_cores), (softirq_us, spare)]), customers)
+    delay, clerks = closed.seidmann([(job_us + softirq_us, job_cores)])
+    alone = closed.throughput(delay + think_us, clerks, customers)
+    delay, clerks = closed.seidmann([(job_us, job_cores), (softirq_us, spare)])
+    beside = closed.throughput(delay + think_us, clerks, customers)
     return spare if beside >= alone else 0
 
 
@@ -133,8 +144,11 @@ def host_desks(
     """
     work = _PassWork.of(point, prof, nic, stack, packets)
 
+    elsewhere = sum(s.demand_us for s in others)
+
     def desks(flow: float, job: float) -> tuple[list[Station], list[Station]]:
-        return _both_sides(point, prof, stack, parts, work, flow, job)
+        (mine, _), (theirs, _) = _both_sides(point, prof, stack, parts, work, (flow, job, elsewhere))
+        return mine, theirs
 
     # Batches: a flow's receive softirq (GRO, NAPI) takes what one connection brought in the
     # window; a job's sends and its interrupt's wake-up what that job has in flight, whatever
@@ -144,7 +158,9 @@ def host_desks(
         rate = throughput_bound([*others, *sum(desks(flow, job), [])], point.outstanding)
         flow = packet_batch(point.outstanding / work.conns, rate / work.conns, nic.batch_window_us)
         job = packet_batch(point.iodepth, rate / (point.numjobs * point.initiators), nic.batch_window_us)
-    mine, theirs = desks(flow, job)
+    mine, theirs = _fastest(
+        others, _both_sides(point, prof, stack, parts, work, (flow, job, elsewhere)), point
+    )
     # the rest of each pass an I/O waits out (its share of the pass is CPU, the rest is not)
     init_wait = (work.tx + work.irq * (not point.poll)) * (1 - 1 / job) + work.rx * (1 - 1 / flow)
     tgt_wait = (work.kcycles + work.irq * (not work.tgt_polled)) * (1 - 1 / flow)
@@ -153,26 +169,56 @@ def host_desks(
     return _contended(point, prof, others, mine, theirs)
 
 
+# One host's desks in the layout its softirq was given, and the other layout where there is one.
+Layouts = tuple[list[Station], list[Station] | None]
+
+
+def _fastest(
+    others: list[Station], sides: tuple[Layouts, Layouts], point: Point
+) -> tuple[list[Station], list[Station]]:
+    """The two hosts' layouts the whole network clears fastest (``softirq_cores`` chose each on
+    its own host, with the rest of the round trip as a delay; near a limit elsewhere that can
+    miss by a few parts in a million, and a host given more cores must never lose IOPS)."""
+    (mine, mine_alt), (theirs, theirs_alt) = sides
+    best, fastest = (mine, theirs), contention.network_rate([*others, *mine, *theirs], point.outstanding)
+    for pair in ((mine_alt, theirs), (mine, theirs_alt), (mine_alt, theirs_alt)):
+        if pair[0] is None or pair[1] is None:
+            continue
+        rate = contention.network_rate([*others, *pair[0], *pair[1]], point.outstanding)
+        if rate > fastest:
+            best, fastest = (pair[0], pair[1]), rate
+    return best
+
+
 def _contended(
     point: Point, prof: Profile, others: list[Station], mine: list[Station], theirs: list[Station]
 ) -> tuple[list[Station], list[Station], dict[str, float]]:
     """Each host's desks with what its busy cores' contention adds to an I/O (``contention``),
-    and the busy cores without it (what ``sanlab calibrate`` records of the fitted rows)."""
-    busy = contention.busy_cores(
-        [*others, *mine, *theirs],
-        point.outstanding,
-        {"initiator": point.initiators, "target": 1},
-        {"initiator": prof.initiator.cores, "target": prof.target.cores},
-    )
-    init_us = (
-        contention.extra_kcycles(prof.contention, "initiator", busy["initiator"]) / prof.initiator.stack_ghz
-    )
-    tgt_us = contention.extra_kcycles(prof.contention, "target", busy["target"]) / prof.target.stack_ghz
-    return (
-        contention.contended(mine, "initiator", init_us),
-        contention.contended(theirs, "target", tgt_us),
-        busy,
-    )
+    and the busy cores: the I/O path's own work at the rate the network then clears.  That rate
+    and the contention decide each other, so the two are solved together (``settled``)."""
+    demand = contention.side_demands([*mine, *theirs])
+    hosts = {"initiator": point.initiators, "target": 1}
+    cores = {"initiator": prof.initiator.cores, "target": prof.target.cores}
+
+    def loaded(rate: float) -> tuple[list[Station], list[Station], dict[str, float]]:
+        busy = contention.busy_at(rate, demand, hosts, cores)
+        init_us = contention.extra_kcycles(prof.contention, "initiator", busy["initiator"])
+        tgt_us = contention.extra_kcycles(prof.contention, "target", busy["target"])
+        return (
+            contention.contended(mine, "initiator", init_us / prof.initiator.stack_ghz),
+            contention.contended(theirs, "target", tgt_us / prof.target.stack_ghz),
+            busy,
+        )
+
+    def rate_under(rate: float) -> float:
+        ours, peer, _ = loaded(rate)
+        return contention.network_rate([*others, *ours, *peer], point.outstanding)
+
+    free = contention.network_rate([*others, *mine, *theirs], point.outstanding)
+    busy = contention.busy_at(free, demand, hosts, cores)
+    if not contention.busier(busy, {side: prof.contention.start(side) for side in busy}):
+        return mine, theirs, busy  # within the fitted rows' busiest hosts: nothing to pay
+    return loaded(contention.settled(rate_under, free))
 
 
 @dataclass(frozen=True)
@@ -209,18 +255,22 @@ def _both_sides(
     stack: str,
     parts: tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]],
     work: _PassWork,
-    flow: float,
-    job: float,
-) -> tuple[list[Station], list[Station]]:
+    sharing: tuple[float, float, float],
+) -> tuple[Layouts, Layouts]:
     """The initiator's and the target's desks with a pass shared by ``flow`` packets a
-    connection and ``job`` I/Os a job."""
+    connection and ``job`` I/Os a job (``sharing``: those two, and the microseconds of an I/O
+    spent at no host's CPU, which each side's layout is solved with)."""
+    flow, job, elsewhere = sharing
     init, tgt, n = prof.initiator, prof.target, point.initiators
+    init_us = sum(us for _, us in parts[0]) + (work.kcycles + work.irq) / init.stack_ghz
+    tgt_us = sum(us for _, us in parts[1]) + (work.kcycles + work.irq) / tgt.stack_ghz
     mine = _side_desks(
         "initiator",
         (*parts[0], ("tcp-tx", work.tx / job), ("irq", work.irq * interrupts_per_io(point.poll, job))),
         work.rx / flow,
         init.stack_ghz,
         (min(point.numjobs, init.cores), init.cores, work.per_initiator, n, point.outstanding // n),
+        elsewhere + tgt_us,
     )
     softirq_conns = 0 if (stack, point.transport) in FOLLOW_SOFTIRQ else work.conns
     theirs = _side_desks(
@@ -229,6 +279,7 @@ def _both_sides(
         work.rx / flow,
         tgt.stack_ghz,
         (min(tgt.cores, work.conns), tgt.cores, softirq_conns, 1, point.outstanding),
+        elsewhere + init_us,
     )
     return mine, theirs
 
@@ -239,13 +290,15 @@ def _side_desks(
     rx_kcycles: float,
     ghz: float,
     shape: tuple[int, int, int, int, int],
-) -> list[Station]:
-    """One host's CPU desks: its jobs' (queues') cores and, where cores are spare, its softirq's.
+    think_us: float = 0.0,
+) -> tuple[list[Station], list[Station] | None]:
+    """One host's CPU desks: its jobs' (queues') cores and, where cores are spare, its softirq's;
+    and the other layout where there is a choice (``host_desks`` settles it on the network).
 
     ``kcycles`` are the parts in microseconds (the stack's, already timed) and the transmit
     path's and interrupt's kcycles (named ``tcp-tx`` and ``irq``); ``shape`` is (cores the
     jobs or queues hold, cores, flows whose softirq may run apart (0: never), hosts alike,
-    I/Os in flight on one host).
+    I/Os in flight on one host); ``think_us`` is what an I/O spends away from this host.
     """
     held, cores, flows, hosts, customers = shape
     job = tuple(
@@ -253,13 +306,16 @@ def _side_desks(
     )
     rx_us = rx_kcycles / ghz
     job_us = sum(us for _, us in job)
-    apart = softirq_cores(job_us, rx_us, held, cores, flows, customers) if flows else 0
-    if not apart:
-        return [desk(f"{side}-cpu", held * hosts, (*job, (f"{side}-softirq", rx_us)), side=side)]
-    return [
+    apart = softirq_cores(job_us, rx_us, held, cores, flows, customers, think_us) if flows else 0
+    together = [desk(f"{side}-cpu", held * hosts, (*job, (f"{side}-softirq", rx_us)), side=side)]
+    spare = min(flows, cores - held)
+    if rx_us <= 0 or spare < 1:
+        return together, None
+    beside = [
         desk(f"{side}-cpu", held * hosts, job, side=side),
-        desk(f"{side}-net", apart * hosts, ((f"{side}-softirq", rx_us),), side=side),
+        desk(f"{side}-net", spare * hosts, ((f"{side}-softirq", rx_us),), side=side),
     ]
+    return (beside, together) if apart else (together, beside)
 
 
 def _batch_wait(side: str, wait_us: float) -> list[Station]:
