@@ -181,11 +181,16 @@ def _fastest(
     miss by a few parts in a million, and a host given more cores must never lose IOPS)."""
     (mine, mine_alt), (theirs, theirs_alt) = sides
     best, fastest = (mine, theirs), contention.network_rate([*others, *mine, *theirs], point.outstanding)
+    # Only a layout clearly faster replaces the guess: where the two tie (a point the wire
+    # bounds), a 5 % step of a parameter must not flip it, or a desk's capacity would jump and
+    # the range read that jump as the parameter's spread (Zeta's iSCSI 64 KiB read at 10 GbE:
+    # 3k-19k against 16k-19k).  Half the property test's tolerance for the solver's settling.
+    margin = 1 + closed.SETTLED * point.outstanding
     for pair in ((mine_alt, theirs), (mine, theirs_alt), (mine_alt, theirs_alt)):
         if pair[0] is None or pair[1] is None:
             continue
         rate = contention.network_rate([*others, *pair[0], *pair[1]], point.outstanding)
-        if rate > fastest:
+        if rate > fastest * margin:
             best, fastest = (pair[0], pair[1]), rate
     return best
 
