@@ -500,8 +500,9 @@ def test_read_csv_names_file_and_row(tmp_path):
 # --- agent replies from a real socket (emulator/agent.py) ---------------------------------
 
 
-def _agent(path: Path, reply: Any) -> threading.Thread:
-    """A unix socket that answers every request with ``reply`` (the request's id filled in)."""
+def _agent(path: Path, reply: Any, end: bytes = b"\n") -> threading.Thread:
+    """A unix socket that answers every request with ``reply`` (the request's id filled in),
+    ended by ``end`` (nothing: a line that never ends)."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen(1)
@@ -518,7 +519,7 @@ def _agent(path: Path, reply: Any) -> threading.Thread:
             ident = json.loads(buffer.split(b"\n", 1)[0])["id"]
             text = reply(ident) if callable(reply) else json.dumps(reply | {"id": ident})
             with contextlib.suppress(OSError):  # a client that cut us off closed its end
-                conn.sendall(text.encode() + b"\n")
+                conn.sendall(text.encode() + end)
                 time.sleep(0.5)
 
     thread = threading.Thread(target=serve, daemon=True)
@@ -705,7 +706,9 @@ def test_an_agent_that_never_ends_its_line_is_cut_off(tmp_path, monkeypatch):
 
     monkeypatch.setattr(agent, "MAX_REPLY_BYTES", 1 << 16)  # the real bound is 512 MiB
     path = tmp_path / "a.sock"
-    _agent(path, lambda ident: "x" * (1 << 18))
+    # Never ended: with a newline after it, a loaded client could take the whole line in one
+    # read, find its end, and meet the closed connection instead (a CI run, 2026-11-27).
+    _agent(path, lambda ident: "x" * (1 << 18), end=b"")
     client = AgentClient(path, "h")
     with deadline(30), pytest.raises(AgentError, match="without an answer"):
         client.run("true", timeout=5)
