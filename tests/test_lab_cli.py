@@ -25,9 +25,12 @@ def sanlab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
     )
 
 
-def _qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "qemu-system"], capture_output=True, text=True).stdout
-    return {int(p) for p in out.split()}
+def _qemu_pids(lab: str = "") -> set[int]:
+    """QEMU processes on this machine; with ``lab``, only those whose command line names its
+    folder: CI warms the guests' snapshots in the background, whose QEMUs come and go."""
+    out = subprocess.run(["pgrep", "-a", "-f", "qemu-system"], capture_output=True, text=True).stdout
+    mine = (line.split(maxsplit=1) for line in out.splitlines() if line.strip())
+    return {int(fields[0]) for fields in mine if not lab or f"/{lab}/" in (fields[1:] or [""])[0]}
 
 
 @pytest.mark.subprocess  # starts sanlab, a tool or a helper as a process
@@ -36,11 +39,11 @@ def test_link_to_unknown_host_fails_before_any_vm(tmp_path):
     data["links"][0]["endpoints"] = ["initiator", "storage"]
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(data))
-    before = _qemu_pids()
+    before = _qemu_pids("test-bad")
     result = sanlab("lab", "up", str(path), "--name", "test-bad")
     assert result.returncode == 1
     assert f"{path}: links[0].endpoints[1]: 'storage' is not a host" in result.stderr
-    assert _qemu_pids() == before
+    assert _qemu_pids("test-bad") == before == set()
     assert not (labs_root() / "test-bad" / "state.json").exists()
 
 
