@@ -11,9 +11,11 @@ host still gains IOPS from every core it is given (the gain only shrinks);
 the coherence term that would make it lose (USL's kappa) is left out, as no
 table here shows a host losing IOPS to more cores.
 
-The busy cores are those the host's I/O work keeps busy without contention
-(its CPU desks' demand at the network's throughput bound), so a point's own
-contention never feeds back into its load.  The costs fitted to the published
+The busy cores are those the I/O path's own work keeps busy (its CPU desks'
+demand, without contention's waits) at the rate the network clears; that rate
+and the contention decide each other, so ``hostcpu`` solves the two together
+(``settled``), on the rate ``stations.network_rate`` works out for the solver
+too.  The costs fitted to the published
 tables already carry the contention of their rows, so an I/O pays only for
 the busy cores past the busiest host a fitted row had (``Contention.start``,
 which ``sanlab calibrate --write`` records).
@@ -24,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from sanlab.models.core import closed
 from sanlab.models.core.costs import Contention
 from sanlab.models.core.paths import SIDES
 from sanlab.models.core.stations import Station
@@ -33,14 +34,6 @@ from sanlab.models.core.stations import Station
 # customers) and the most steps it may take.
 ROOT = 1e-12
 ROUNDS = 60
-
-
-def network_rate(stations: list[Station], customers: int) -> float:
-    """I/Os a microsecond the closed network of ``stations`` clears with ``customers`` in it, by
-    mean value analysis as ``mva.solve`` takes it (Seidmann's clerks, the delays summed)."""
-    delay = sum(s.demand_us for s in stations if s.kind == "delay")
-    extra, clerks = closed.seidmann((s.demand_us, s.servers) for s in stations if s.kind == "queue")
-    return closed.throughput(delay + extra, clerks, customers)
 
 
 def side_demands(stations: list[Station]) -> dict[str, float]:

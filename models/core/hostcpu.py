@@ -40,7 +40,15 @@ from dataclasses import dataclass
 
 from sanlab.models.core import closed, contention
 from sanlab.models.core.profile import Nic, Profile
-from sanlab.models.core.stations import Point, Station, connections, desk, packet_batch, throughput_bound
+from sanlab.models.core.stations import (
+    Point,
+    Station,
+    connections,
+    desk,
+    network_rate,
+    packet_batch,
+    throughput_bound,
+)
 
 # Of a host's per-packet TCP/IP work, the share its receive softirq runs (the rest is the
 # transmit path, run by the thread that sends: the job's or queue's core).  Each side of an
@@ -180,7 +188,7 @@ def _fastest(
     its own host, with the rest of the round trip as a delay; near a limit elsewhere that can
     miss by a few parts in a million, and a host given more cores must never lose IOPS)."""
     (mine, mine_alt), (theirs, theirs_alt) = sides
-    best, fastest = (mine, theirs), contention.network_rate([*others, *mine, *theirs], point.outstanding)
+    best, fastest = (mine, theirs), network_rate([*others, *mine, *theirs], point.outstanding)
     # Only a layout clearly faster replaces the guess: where the two tie (a point the wire
     # bounds), a 5 % step of a parameter must not flip it, or a desk's capacity would jump and
     # the range read that jump as the parameter's spread (Zeta's iSCSI 64 KiB read at 10 GbE:
@@ -189,7 +197,7 @@ def _fastest(
     for pair in ((mine_alt, theirs), (mine, theirs_alt), (mine_alt, theirs_alt)):
         if pair[0] is None or pair[1] is None:
             continue
-        rate = contention.network_rate([*others, *pair[0], *pair[1]], point.outstanding)
+        rate = network_rate([*others, *pair[0], *pair[1]], point.outstanding)
         if rate > fastest * margin:
             best, fastest = (pair[0], pair[1]), rate
     return best
@@ -217,9 +225,9 @@ def _contended(
 
     def rate_under(rate: float) -> float:
         ours, peer, _ = loaded(rate)
-        return contention.network_rate([*others, *ours, *peer], point.outstanding)
+        return network_rate([*others, *ours, *peer], point.outstanding)
 
-    free = contention.network_rate([*others, *mine, *theirs], point.outstanding)
+    free = network_rate([*others, *mine, *theirs], point.outstanding)
     busy = contention.busy_at(free, demand, hosts, cores)
     if not contention.busier(busy, {side: prof.contention.start(side) for side in busy}):
         return mine, theirs, busy  # within the fitted rows' busiest hosts: nothing to pay

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sanlab.models.core.closed import SETTLED, throughput
+from sanlab.models.core.closed import SETTLED
 from sanlab.models.core.network import Network
+from sanlab.models.core.stations import network_rate
 
 __all__ = ["SETTLED", "Solution", "bottleneck_of", "solve"]
 
@@ -27,16 +28,8 @@ class Solution:
 
 
 def solve(net: Network) -> Solution:
-    queues: list[tuple[str, float]] = []
-    delay = 0.0
-    for s in net.stations:
-        if s.kind == "delay":
-            delay += s.demand_us
-        else:
-            queues.append((s.name, s.demand_us / s.servers))
-            delay += s.demand_us * (s.servers - 1) / s.servers
     n_customers = net.point.outstanding * net.split
-    rate = throughput(delay, [d for _, d in queues], n_customers)  # latency by Little: N / X
+    rate = network_rate(list(net.stations), n_customers)  # latency by Little: N / X
     utilisation = {s.name: rate * s.demand_us / s.servers for s in net.stations if s.kind == "queue"}
     return Solution(rate * 1e6 / net.split, n_customers / rate, utilisation, bottleneck_of(utilisation))
 

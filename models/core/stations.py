@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sanlab.models.core import closed
 from sanlab.models.core.profile import Profile
 from sanlab.scenarios.registry import MODEL_TRANSPORTS
 from sanlab.scenarios.schema import DEFAULT_PROFILE
@@ -119,3 +120,13 @@ def throughput_bound(stations: list[Station], customers: int) -> float:
         default=float("inf"),
     )
     return min(customers / total, capacity) if total > 0 else 0.0
+
+
+def network_rate(stations: list[Station], customers: int) -> float:
+    """I/Os per microsecond the closed network of ``stations`` clears with ``customers`` in it, by
+    mean value analysis (``closed``: Seidmann's clerks, the delays summed).  The one place the
+    network's rate is worked out: ``mva.solve`` reports it, and ``hostcpu`` chooses layouts and
+    settles contention on it, so a fixed point found there is exactly what the solver reports."""
+    delay = sum(s.demand_us for s in stations if s.kind == "delay")
+    extra, clerks = closed.seidmann((s.demand_us, s.servers) for s in stations if s.kind != "delay")
+    return closed.throughput(delay + extra, clerks, customers)
