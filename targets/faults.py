@@ -30,6 +30,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.schema import Fault
 from sanlab.targets import first_io
 from sanlab.targets.fault_measures import FaultedRun, Window
+from sanlab.targets.fio import directions
 from sanlab.targets.host import Host, StackError
 
 # How long one look at a running fio waits in the host for it to end.
@@ -203,14 +204,6 @@ def run_faulted(
         return [_at(start, fault, inject, say) for fault in faults]
 
     return _in_background(initiator, argv, timeout, device, during, completion_log=directions(rw))
-
-
-def directions(rw: str) -> frozenset[str]:
-    """fio's data-direction codes (its completion log's third field: 0 read, 1 write) of
-    workload ``rw``: both for a mixed one (rw, randrw), else the one it names."""
-    if rw in ("rw", "readwrite", "randrw"):
-        return frozenset({"0", "1"})
-    return frozenset({"0"}) if "read" in rw else frozenset({"1"})
 
 
 def run_watched(initiator: Host, argv: list[str], timeout: float, device: str | None) -> FaultedRun:

@@ -25,6 +25,18 @@ Verdict = Literal["pass", "fail", "off"]
 DEFAULT_VERIFY_SIZE = 16 << 20
 
 
+# fio's data-direction codes (its completion log's third field).
+READ, WRITE = "0", "1"
+
+
+def directions(rw: str) -> frozenset[str]:
+    """fio's data-direction codes of workload ``rw``: both for a mixed one (rw, randrw), else
+    the one it names."""
+    if rw in ("rw", "readwrite", "randrw"):
+        return frozenset({READ, WRITE})
+    return frozenset({READ}) if "read" in rw else frozenset({WRITE})
+
+
 @dataclass(frozen=True)
 class FioJob:
     device: str
@@ -91,9 +103,8 @@ class FioJob:
         if self.paced_s <= 0:
             return []
         rate = max(1, int(self.covered_bytes / self.numjobs / self.bs / self.paced_s))
-        mixed = self.rw in ("rw", "readwrite", "randrw")
-        reads = str(rate) if mixed or "read" in self.rw else ""
-        writes = str(rate) if mixed or "write" in self.rw else ""
+        paced = directions(self.rw)
+        reads, writes = (str(rate) if code in paced else "" for code in (READ, WRITE))
         return [f"--rate_iops={reads},{writes}"]
 
     def fill_argv(self) -> list[str]:
