@@ -239,14 +239,20 @@ def _whose(path: Path) -> str | None:
     mark = path / BUILD_MARK
     if path.name.startswith(".build-") and mark.is_file() and not mark.is_symlink():
         return "" if _pid_alive(path.name) else "build"
-    manifest = path / "manifest.json"
+    return "image" if own_manifest(path, "image manifest", 1 << 16) is not None else None
+
+
+def own_manifest(folder: Path, what: str, limit: int) -> dict[str, object] | None:
+    """The manifest.json sanlab wrote in ``folder``: a regular file (never a link) whose ``key``
+    is the folder's name; None for anything else, which is then not sanlab's."""
+    manifest = folder / "manifest.json"
     if manifest.is_symlink() or not manifest.is_file():
         return None
     try:
-        document = load_json(manifest, "image manifest", 1 << 16)
+        document = load_json(manifest, what, limit)
     except SanlabError:
         return None
-    return "image" if isinstance(document, dict) and document.get("key") == path.name else None
+    return document if isinstance(document, dict) and document.get("key") == folder.name else None
 
 
 def _remove_ours(path: Path) -> list[str]:

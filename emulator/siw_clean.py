@@ -15,12 +15,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from sanlab.emulator.images import Image
+from sanlab.emulator.images import Image, own_manifest
 from sanlab.emulator.siw_compile import siw_dir
 from sanlab.emulator.siw_debs import debs_dir
 from sanlab.scenarios.errors import SanlabError
 from sanlab.scenarios.hosts import Say
-from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.writing import remove_listed
 
 # What a build writes in its folder (siw_compile.compiled_siw): all that is ever removed there.
@@ -75,14 +74,8 @@ def clean_siw(kept: Iterable[Image], note: Say = lambda line: None) -> list[Path
 def _build_packages(path: Path) -> set[str] | None:
     """The package files a build's manifest says it was made from; None where the folder is not
     a sanlab siw build (no manifest, or one naming another key)."""
-    manifest = path / "manifest.json"
-    if manifest.is_symlink() or not manifest.is_file():
-        return None
-    try:
-        document = load_json(manifest, "siw build manifest", MANIFEST_BYTES)
-    except SanlabError:
-        return None
-    if not isinstance(document, dict) or document.get("key") != path.name:
+    document = own_manifest(path, "siw build manifest", MANIFEST_BYTES)
+    if document is None:
         return None
     packages = document.get("packages")
     if not isinstance(packages, dict):
