@@ -8,6 +8,7 @@ the registers, drop a link's carrier, press reset, save or load a snapshot).  Ea
 from __future__ import annotations
 
 import contextlib
+import socket
 from pathlib import Path
 
 from qemu.qmp import QMPError
@@ -33,6 +34,21 @@ def qmp(qmp_socket: Path, what: str, *commands: tuple[str, dict[str, object]]) -
         # closing then raises EOFError, which must not hide the error above.
         with contextlib.suppress(OSError, EOFError, QMPError):
             monitor.close()
+
+
+def listening(qmp_socket: Path) -> bool:
+    """Whether the monitor behind ``qmp_socket`` takes connections yet.  QEMU binds its socket
+    (the file appears) a moment before it listens on it, and a connection in between is refused:
+    the file alone does not say the monitor is open."""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.settimeout(1.0)
+        probe.connect(str(qmp_socket))
+    except OSError:  # refused, not there yet, or stuck: the caller's deadline decides
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def paused_registers(qmp_socket: Path, what: str) -> str:

@@ -50,7 +50,7 @@ from pathlib import Path
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator.agent import AgentError
 from sanlab.emulator.images import Image, cache_root
-from sanlab.emulator.monitor import qmp
+from sanlab.emulator.monitor import listening, qmp
 from sanlab.emulator.processes import pid_alive
 from sanlab.emulator.qemu import (
     NicSpec,
@@ -250,9 +250,10 @@ ANNOUNCE_ONCE_AT_ONCE: Command = ("migrate-set-parameters", {"announce-rounds": 
 
 
 def _wait_monitor(vm: Vm) -> None:
-    """QEMU listens on its monitor a moment after it starts; a QEMU that died says so."""
+    """QEMU listens on its monitor a moment after it starts (after its socket's file appears);
+    a QEMU that died says so."""
     deadline = time.monotonic() + MONITOR_TIMEOUT_S
-    while not vm.qmp_socket.is_socket():
+    while not listening(vm.qmp_socket):
         if not vm.running():
             raise SanlabError("QEMU exited before its monitor opened")
         if time.monotonic() > deadline:

@@ -274,3 +274,23 @@ def test_a_monitor_that_hangs_up_is_one_error_not_an_eof(tmp_path):
     with pytest.raises(SanlabError, match="QEMU would not load the snapshot"):
         qmp(path, "load the snapshot", ("query-status", {}))
     server.close()
+
+
+def test_a_monitor_socket_that_is_bound_but_not_listening_is_not_open_yet(tmp_path):
+    """QEMU binds its monitor's socket before it listens: in between, the file is there and a
+    connection is refused.  A restore that took the file for an open monitor failed on a loaded
+    machine and threw a good snapshot away."""
+    import socket
+
+    from sanlab.emulator.monitor import listening
+
+    path = tmp_path / "qmp.sock"
+    assert not listening(path)
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(path))
+        assert path.is_socket() and not listening(path)
+        server.listen(1)
+        assert listening(path)
+    finally:
+        server.close()
