@@ -49,7 +49,7 @@ from pathlib import Path
 
 from sanlab.emulator import accel as accelerator
 from sanlab.emulator.agent import AgentError
-from sanlab.emulator.images import Image, cache_root
+from sanlab.emulator.images import Image, cache_root, own_manifest
 from sanlab.emulator.monitor import listening, qmp
 from sanlab.emulator.processes import pid_alive
 from sanlab.emulator.qemu import (
@@ -63,7 +63,6 @@ from sanlab.emulator.qemu import (
     version_line,
 )
 from sanlab.scenarios.errors import SanlabError
-from sanlab.scenarios.reading import load_json
 from sanlab.scenarios.writing import open_lock, rename_into_place, write_file
 
 FORMAT = "1"  # bump when what is saved, or how identity is applied, changes
@@ -139,11 +138,8 @@ def snapshot_key(image: Image, qemu: str, shape: Shape) -> str:
 
 
 def _usable(snapshot: Snapshot) -> bool:
-    try:
-        manifest = load_json(snapshot.path / MANIFEST, "snapshot manifest", MANIFEST_BYTES)
-    except SanlabError:
-        return False
-    return isinstance(manifest, dict) and manifest.get("key") == snapshot.key and snapshot.ram.is_file()
+    manifest = own_manifest(snapshot.path, "snapshot manifest", MANIFEST_BYTES)
+    return manifest is not None and manifest.get("key") == snapshot.key and snapshot.ram.is_file()
 
 
 @contextmanager
@@ -363,11 +359,8 @@ def _stale(path: Path, current_images: set[str], qemu_line: str | None, everythi
         except (ValueError, OSError):
             return False
         return saver > 0 and not pid_alive(saver)
-    try:
-        manifest = load_json(path / MANIFEST, "snapshot manifest", MANIFEST_BYTES)
-    except SanlabError:
-        return False
-    if not isinstance(manifest, dict) or manifest.get("key") != path.name:
+    manifest = own_manifest(path, "snapshot manifest", MANIFEST_BYTES)
+    if manifest is None:
         return False
     return everything or manifest.get("image") not in current_images or manifest.get("qemu") != qemu_line
 

@@ -64,11 +64,17 @@ def test_off_means_no_snapshot(monkeypatch):
 
 @pytest.mark.parametrize("manifest", ["", "[]", "{}", '{"key": "other"}', "{not json"])
 def test_a_snapshot_without_its_own_manifest_is_not_used(tmp_path, manifest):
-    snap = snapshots.Snapshot("k1", tmp_path)
-    (tmp_path / snapshots.RAM_FILE).write_bytes(b"\0")
-    (tmp_path / snapshots.MANIFEST).write_text(manifest)
+    snap = snapshots.Snapshot("k1", tmp_path / "k1")
+    snap.path.mkdir()
+    (snap.path / snapshots.RAM_FILE).write_bytes(b"\0")
+    (snap.path / snapshots.MANIFEST).write_text(manifest)
     assert not snapshots._usable(snap)
-    (tmp_path / snapshots.MANIFEST).write_text(json.dumps({"key": "k1"}))
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"key": "k1"}))
+    (snap.path / snapshots.MANIFEST).unlink()
+    (snap.path / snapshots.MANIFEST).symlink_to(tmp_path / "elsewhere.json")
+    assert not snapshots._usable(snap), "a manifest that is a link is not the one sanlab wrote"
+    (snap.path / snapshots.MANIFEST).unlink()
+    (snap.path / snapshots.MANIFEST).write_text(json.dumps({"key": "k1"}))
     assert snapshots._usable(snap)
 
 
