@@ -3,10 +3,10 @@
 ``stations.network_rate`` solves the whole network of desks with it (what
 ``mva`` reports, and what ``hostcpu`` chooses layouts and settles contention
 on); ``hostcpu`` also solves one host's two candidate layouts with the rest of
-the round trip as a delay, for its first guess.  Both follow mean value analysis: with N customers, each desk's
-residence time is its demand times one plus the queue an arriving customer
-finds (the queue with N-1 customers), and a desk of several servers is
-Seidmann's faster single clerk plus a fixed delay.
+the round trip as a delay, for its first guess.  Both follow mean value
+analysis: with N customers, each desk's residence time is its demand times one
+plus the queue an arriving customer finds (the queue with N-1 customers), and
+a desk of several servers is Seidmann's faster single clerk plus a fixed delay.
 """
 
 from __future__ import annotations
