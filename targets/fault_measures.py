@@ -35,6 +35,8 @@ class FaultedRun:
     # The quiet stretch before a cable's return that still counts as I/O flowing over the
     # other path (a slow emulated I/O takes a second or so).
     TAIL_S: ClassVar[float] = 2.0
+    # How much longer than any pause before the faults a pause after them must be to be a stall.
+    STALL_FACTOR: ClassVar[float] = 4.0
 
     def failover_s(self) -> float | None:
         """The longest stall of I/O while the cable was out, when I/O completed again before it
@@ -106,3 +108,26 @@ class FaultedRun:
         up = self.windows[-1].up
         after = [c for c in self.completions if c >= up]
         return round(min(after) - up, 3) if after else None
+
+    def stalled_again(self) -> str | None:
+        """Whether I/O stopped again once it was back: the longest stretch without a completion
+        after the first one past the last fault's end, when it is longer than ``TAIL_S`` and
+        than ``STALL_FACTOR`` times the longest stretch before the first fault (a slow emulated
+        I/O is no stall).  ``recovery_s`` alone would hide it: a transport can complete the I/O
+        in flight as the cable returns, then stop to reconnect."""
+        if not self.windows:
+            return None
+        up = self.windows[-1].up
+        after = sorted(c for c in self.completions if c >= up)
+        before = sorted(c for c in self.completions if c < self.windows[0].down)
+        gaps = [(b - a, a) for a, b in zip(after, after[1:], strict=False)]
+        if not gaps:
+            return None
+        longest, began = max(gaps)
+        usual = max((b - a for a, b in zip(before, before[1:], strict=False)), default=0.0)
+        if longest <= max(self.TAIL_S, self.STALL_FACTOR * usual):
+            return None
+        return (
+            f"I/O came back {after[0] - up:.2f} s after the fault, then stopped for {longest:.2f} s"
+            f" from {began - up:.2f} s after it (before the fault the longest pause was {usual:.2f} s)"
+        )

@@ -41,6 +41,8 @@ class FioRun:
     failback_s: float | None = None
     # Why the point's faults tested nothing (FaultedRun.missed): an error, not a pass.
     missed: str | None = None
+    # I/O that came back and stopped again (FaultedRun.stalled_again): the record's note.
+    stalled: str | None = None
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -81,6 +83,7 @@ def _run_fio(
         run.dip_pct(),
         run.failback_s(),
         run.missed(),
+        run.stalled_again(),
     )
 
 
@@ -143,6 +146,7 @@ def run_point(
         failback_s=result.failback_s,
         throughput_dip_pct=result.dip_pct,
         error=problem,
+        note=result.stalled,
     )
 
 
@@ -171,6 +175,8 @@ def outcome(record: ResultRecord) -> str:
         told += f", all paths back {record.failback_s:.2f} s after the fault"
     elif record.recovery_s is not None:
         told += f", I/O back {record.recovery_s:.2f} s after the fault"
+    if record.note:
+        told += f"; {record.note}"
     return told
 
 

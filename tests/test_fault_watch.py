@@ -275,3 +275,24 @@ def test_a_faulted_verified_job_is_paced_past_its_last_faults_start():
     assert "--rate_iops=455," in job_for(reads, "/dev/x").argv()
     unfaulted = job_for(replace(point, faults=()), "/dev/x").argv()
     assert not any(a.startswith("--rate_iops") for a in unfaulted)
+
+
+def test_io_that_comes_back_and_stops_again_is_told_and_a_steady_return_is_not():
+    """recovery_s counts to the first completion after the cable returns; a transport that
+    completes the I/O in flight and then stops to reconnect (a 6.1 run: I/O back 0.22 s after
+    the flap, the NVMe reconnect 15 s later) would pass as quick.  The longest pause after the
+    return must be no stall, measured against the longest pause before the fault."""
+    window = faults.Window(110.0, 112.0)
+    steady = [100.0 + 0.5 * k for k in range(20)] + [112.22 + 0.5 * k for k in range(20)]
+    assert faults.FaultedRun("{}", 0, "", [window], steady).stalled_again() is None
+    stalled = [100.0 + 0.5 * k for k in range(20)] + [112.22, 112.4, 127.2, 127.7, 128.2]
+    run = faults.FaultedRun("{}", 0, "", [window], stalled)
+    assert run.recovery_s() == 0.22
+    told = run.stalled_again()
+    assert told is not None and "stopped for 14.80 s from 0.40 s after it" in told and "0.50 s" in told
+    # a slow emulated device whose usual pause is already long: 3 s is not a stall there
+    slow = [100.0, 101.0, 102.0, 104.0, 109.0, 112.5, 115.5, 118.0]
+    assert faults.FaultedRun("{}", 0, "", [window], slow).stalled_again() is None
+    # I/O that never completed after the fault, or no fault: nothing to judge
+    assert faults.FaultedRun("{}", 0, "", [window], steady[:20]).stalled_again() is None
+    assert faults.FaultedRun("{}", 0, "", [], stalled).stalled_again() is None

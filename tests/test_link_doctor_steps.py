@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from sanlab.scenarios.errors import HostDown, SanlabError
 from sanlab.scenarios.results.records import ResultRecord
+from sanlab.targets import point_run
 from sanlab.targets.sessions import link_doctor
 
 
@@ -88,6 +89,20 @@ def test_a_guest_that_cannot_be_checked_is_restarted_and_the_target_run_again():
     assert "could not be checked: target: no answer from the agent within 40 s" in note, note
     assert "revived by reboot" in note and "fio exit 1" in note, note
     assert "nvmet-rdma-rxe: next: reboot of initiator and target" in heard, heard
+
+
+def test_a_rerun_records_own_note_follows_why_it_ran_again():
+    """A rerun point's own note (I/O that came back and stopped again) is kept after the
+    doctor's, not overwritten by it."""
+    stalled = "I/O came back 0.22 s after the fault, then stopped for 14.80 s from 0.40 s after it"
+    rerun = _passed().model_copy(update={"note": stalled})
+    records = link_doctor.consult(
+        WedgedGuest(revives=True), "roce", "nvmet-rdma-rxe", [_failed()], lambda: [rerun], lambda m: None,
+        lambda: None,
+    )  # fmt: skip
+    note = records[0].note or ""
+    assert "revived by reboot" in note and note.endswith(f"; {stalled}"), note
+    assert point_run.outcome(records[0]).endswith(f"; {note}")
 
 
 def test_a_guest_no_reboot_revives_keeps_its_error_with_every_step_said():

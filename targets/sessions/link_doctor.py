@@ -127,9 +127,9 @@ def _again(
     note: str, rerun: Callable[[], list[ResultRecord]], withdraw: Callable[[], None]
 ) -> list[ResultRecord]:
     """Run the target once more, the first attempt's points giving way to the rerun's, whose
-    records carry ``note``: why there was a second attempt."""
+    records carry ``note``: why there was a second attempt (before their own, if any)."""
     withdraw()
-    return [r.model_copy(update={"note": note}) for r in rerun()]
+    return [r.model_copy(update={"note": note if r.note is None else f"{note}; {r.note}"}) for r in rerun()]
 
 
 def _cleared(
