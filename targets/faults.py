@@ -249,10 +249,22 @@ def _in_background(
 
 
 def _at(start: float, fault: Fault, inject: Inject, say: Say) -> Window:
+    """Apply ``fault`` at its time.  A replugged cable is said to be up when its carrier came
+    back (the window's end, the moment the record's recovery time counts from), not once the
+    injection returns: proving that it carries packets, or waiting for every path of a
+    multipath target to be in use again, can take seconds more."""
     time.sleep(max(0.0, start + fault.at - time.monotonic()))
-    say(f"t+{time.monotonic() - start:.1f}s: {describe(fault)}")
+    began = time.monotonic() - start
+    say(f"t+{began:.1f}s: {describe(fault)}")
     window = inject(fault)
-    say(f"t+{time.monotonic() - start:.1f}s: {_ended(fault)}")
+    if fault.action != "down":
+        say(f"t+{time.monotonic() - start:.1f}s: {_ended(fault)}")
+        return window
+    on_our_clock = began - window.down  # the window is on the initiator's clock
+    said = f"t+{window.up + on_our_clock:.1f}s: {_ended(fault)}"
+    if window.restored is not None:
+        said += f" (every path in use again by t+{window.restored + on_our_clock:.1f}s)"
+    say(said)
     return window
 
 

@@ -87,6 +87,26 @@ def test_a_fault_comes_at_its_time_after_the_first_io_not_after_fios_start(monke
     assert "-gt 10 ]" in look and "kill -0 4242" in look  # the count before the run, fio's shell
 
 
+@pytest.mark.parametrize(("restored", "said"), [(None, ""), (9.5, " (every path in use again by t+11.5s)")])
+def test_a_replugged_cable_is_said_up_when_its_carrier_came_back(monkeypatch, restored, said):
+    """The line a user compares the record's recovery time with: it counts from the carrier's
+    return (the window's end), not from the injection's return, which proves the cable carries
+    packets (2.6 s later under TCG, 20:28 on 2026-11-27, NVMe/TCP over rxe) and, for a
+    multipath target, waits until every path is in use again."""
+    clock = _fake_clock(monkeypatch)
+    lines: list[str] = []
+
+    def inject(fault: Fault) -> faults.Window:
+        down = clock[0] + 5000.0  # the initiator's own clock: epoch seconds, not this one
+        clock[0] += fault.length + 2.6 + (restored or 0.0)
+        back = None if restored is None else down + restored
+        return faults.Window(down, down + fault.length, back)
+
+    fault = Fault.model_validate({"at": AT_S, "link": "roce", "for": 2})
+    faults.run_faulted(SlowStartingFio(clock), ["fio"], [fault], inject, lines.append, 900.0, "/dev/nvme0n1")
+    assert lines == ["t+2.0s: link roce down for 2s", f"t+4.0s: link roce up{said}"]
+
+
 def test_without_a_device_or_its_count_the_faults_keep_fios_start(monkeypatch):
     clock = _fake_clock(monkeypatch)
     host = SlowStartingFio(clock)
