@@ -44,6 +44,16 @@ class FioRun:
     # I/O that came back and stopped again (FaultedRun.stalled_again): the record's note.
     stalled: str | None = None
 
+    def fault_figures(self, multipath: bool) -> dict[str, object]:
+        """What the record says of the faults; a failover only where another path could take over."""
+        return {
+            "recovery_s": self.recovery_s,
+            "failover_s": self.failover_s if multipath else None,
+            "failback_s": self.failback_s,
+            "throughput_dip_pct": self.dip_pct,
+            "note": self.stalled,
+        }
+
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
     fields = host.run("head -n1 /proc/stat", timeout=30).stdout.split()[1:]
@@ -141,12 +151,8 @@ def run_point(
         verified_bytes=check.verified_bytes,
         io_errors=fio.io_errors,
         verify_errors=bad_blocks,
-        recovery_s=result.recovery_s,
-        failover_s=result.failover_s if p.target.paths else None,  # only another path can take over
-        failback_s=result.failback_s,
-        throughput_dip_pct=result.dip_pct,
         error=problem,
-        note=result.stalled,
+        **result.fault_figures(multipath=bool(p.target.paths)),
     )
 
 
