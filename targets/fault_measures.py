@@ -101,6 +101,17 @@ class FaultedRun:
             " or the fault an earlier 'at'"
         )
 
+    def figures(self, multipath: bool) -> dict[str, object]:
+        """What a point's record says of its faults (all None without any); a failover only
+        where another path could take over."""
+        return {
+            "recovery_s": self.recovery_s(),
+            "failover_s": self.failover_s() if multipath else None,
+            "failback_s": self.failback_s(),
+            "throughput_dip_pct": self.dip_pct(),
+            "note": self.stalled_again(),
+        }
+
     def recovery_s(self) -> float | None:
         """Seconds from the end of the last fault to the first I/O completed after it."""
         if not self.windows:

@@ -8,7 +8,6 @@ the kernel holds tasks stuck, where they wait), never an exception.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from sanlab.scenarios.errors import SanlabError
@@ -16,6 +15,7 @@ from sanlab.scenarios.hosts import Say
 from sanlab.scenarios.results.records import ResultRecord
 from sanlab.scenarios.writing import write_file
 from sanlab.targets import faults
+from sanlab.targets.fault_measures import FaultedRun
 from sanlab.targets.fault_wiring import injector
 from sanlab.targets.fio import FioJob, judge, parse, verify_failures
 from sanlab.targets.host import Host, kernel_tail
@@ -26,33 +26,6 @@ from sanlab.targets.stacks import Wiring
 # A verified run is bounded by size, not time: under TCG 16 MiB of 4k blocks
 # written and read back takes about 15 s; this is the limit for a stuck one.
 VERIFIED_RUN_TIMEOUT = 900.0
-
-
-@dataclass(frozen=True)
-class FioRun:
-    """What one fio run printed, and, under faults, how long the I/O took to come back."""
-
-    stdout: str
-    rc: int
-    stderr: str
-    recovery_s: float | None = None
-    failover_s: float | None = None
-    dip_pct: float | None = None
-    failback_s: float | None = None
-    # Why the point's faults tested nothing (FaultedRun.missed): an error, not a pass.
-    missed: str | None = None
-    # I/O that came back and stopped again (FaultedRun.stalled_again): the record's note.
-    stalled: str | None = None
-
-    def fault_figures(self, multipath: bool) -> dict[str, object]:
-        """What the record says of the faults; a failover only where another path could take over."""
-        return {
-            "recovery_s": self.recovery_s,
-            "failover_s": self.failover_s if multipath else None,
-            "failback_s": self.failback_s,
-            "throughput_dip_pct": self.dip_pct,
-            "note": self.stalled,
-        }
 
 
 def _cpu_sample(host: Host) -> tuple[int, int]:
@@ -74,26 +47,15 @@ def point_record(base: dict[str, object], p: Point, **figures: object) -> Result
 
 def _run_fio(
     p: Point, job: FioJob, wire: Wiring, timeout: float, say: Say, inject: faults.Inject | None = None
-) -> FioRun:
+) -> FaultedRun:
     """fio in the background, watched for a device that stops completing I/O, with the
-    point's faults (if any) on its timeline, applied by ``inject`` (default: this wiring's)."""
+    point's faults (if any) on its timeline, applied by ``inject`` (default: this wiring's).
+    A run without faults has no windows, so every fault measure of it is None."""
     if not p.faults:
-        watched = faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
-        return FioRun(watched.output, watched.exit_code, watched.stderr)
+        return faults.run_watched(wire.initiator_host, job.argv(), timeout, job.device)
     inject = inject or injector(p, wire, job.device)
-    run = faults.run_faulted(
+    return faults.run_faulted(
         wire.initiator_host, job.argv(), p.faults, inject, say, timeout, job.device, rw=p.rw
-    )
-    return FioRun(
-        run.output,
-        run.exit_code,
-        run.stderr,
-        run.recovery_s(),
-        run.failover_s(),
-        run.dip_pct(),
-        run.failback_s(),
-        run.missed(),
-        run.stalled_again(),
     )
 
 
@@ -127,16 +89,16 @@ def run_point(
     result = _run_fio(p, job, wire, timeout, say, inject)
     after = _cpu_sample(initiator), _cpu_sample(target)
     stem = p.label.replace(" ", "_") + (f"_{initiator.name}" if share is not None else "")
-    write_file(raw_dir / f"{stem}.json", result.stdout or "{}", what="fio output")
+    write_file(raw_dir / f"{stem}.json", result.output or "{}", what="fio output")
     try:
-        fio = parse(result.stdout, p.rw)
+        fio = parse(result.output, p.rw)
     except SanlabError as exc:
         detail = f"{exc}; fio stderr: {result.stderr.strip()[-300:]}"
         return point_record(base, p, error=detail, verify="fail" if verify else "off")
     bad_blocks = verify_failures(result.stderr)
-    check = judge(job, result.rc, fio, bad_blocks)
-    problem = check.problem or result.missed
-    if problem and (result.rc != 0 or fio.error != 0 or fio.io_errors or bad_blocks):
+    check = judge(job, result.exit_code, fio, bad_blocks)
+    problem = check.problem or result.missed()
+    if problem and (result.exit_code != 0 or fio.error != 0 or fio.io_errors or bad_blocks):
         problem += _evidence(result, initiator, target)
     return point_record(
         base,
@@ -152,7 +114,7 @@ def run_point(
         io_errors=fio.io_errors,
         verify_errors=bad_blocks,
         error=problem,
-        **result.fault_figures(multipath=bool(p.target.paths)),
+        **result.figures(multipath=bool(p.target.paths)),
     )
 
 
@@ -162,7 +124,7 @@ def _fill(initiator: Host, job: FioJob) -> str | None:
     return None if filled.ok else f"fio fill failed: {filled.stderr.strip()[-300:]}"
 
 
-def _evidence(result: FioRun, initiator: Host, target: Host) -> str:
+def _evidence(result: FaultedRun, initiator: Host, target: Host) -> str:
     """What a failed fio run's error adds: its stderr, both kernel logs, tasks stuck in a kernel."""
     told = f": {result.stderr.strip()[-300:]}"
     told += "".join(f"\n  {h.name} kernel log: {kernel_tail(h)}" for h in (initiator, target))
